@@ -1,0 +1,301 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Result is a script's {code, reason}: code > 0 is success (1 = this call
+// changed state, 2 and above = idempotent or informational), code < 0 a refusal
+// named by Reason.
+type Result struct {
+	Code   int64
+	Reason string
+}
+
+// OK reports whether the script succeeded (changed state or was idempotent).
+func (r Result) OK() bool { return r.Code > 0 }
+
+// Store runs the Lua scripts against a single Redis, Sentinel or Cluster.
+type Store struct {
+	c redis.UniversalClient
+}
+
+// New wraps a go-redis client.
+func New(c redis.UniversalClient) *Store { return &Store{c: c} }
+
+// Client is the underlying client.
+func (s *Store) Client() redis.UniversalClient { return s.c }
+
+func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+func parse(v any, err error, min int) ([]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) < min {
+		return nil, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	return arr, nil
+}
+
+func result(v any, err error) (Result, []any, error) {
+	arr, err := parse(v, err, 2)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	code, ok1 := arr[0].(int64)
+	reason, ok2 := arr[1].(string)
+	if !ok1 || !ok2 {
+		return Result{}, nil, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	return Result{Code: code, Reason: reason}, arr, nil
+}
+
+// ReserveRequest is everything the reserve script records; the ids are the
+// stable ones of package ids.
+type ReserveRequest struct {
+	Slot             Slot
+	ReservationID    uuid.UUID
+	MessageID        uuid.UUID
+	RequestID        uuid.UUID
+	UserID           int64
+	Now              time.Time
+	BusinessDeadline time.Time
+	// SendDue is when the send-scanner first looks at the entry; the
+	// gateway's own immediate send acks it before then.
+	SendDue       time.Time
+	RequestTTL    time.Duration
+	SchemaVersion int
+	KeyVersion    byte
+	TraceID       string
+}
+
+// ReserveResult is the reserve script's answer.
+type ReserveResult struct {
+	Result
+	// ReservationID is the new reservation, the replayed one, or the one the
+	// user already holds.
+	ReservationID string
+	// Status is the reservation's status for a replay of the same id.
+	Status string
+}
+
+// Reserve codes.
+const (
+	ReserveOK               = 1
+	ReserveReplayed         = 2
+	ReserveSoldOut          = -1
+	ReserveAlreadyPurchased = -2
+	ReserveWindowClosed     = -3
+	ReserveNotProvisioned   = -4
+)
+
+// Reserve runs reserve.lua.
+func (s *Store) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error) {
+	sl := r.Slot
+	keys := []string{sl.Window(), sl.Stock(), sl.Counter(), sl.Request(r.UserID, r.RequestID),
+		sl.User(r.UserID), sl.Reservation(r.ReservationID), sl.SendDue()}
+	v, err := scriptReserve.Run(ctx, s.c, keys,
+		r.ReservationID.String(), r.MessageID.String(), r.RequestID.String(),
+		sl.ActivityID, sl.SKUID, r.UserID, sl.Bucket,
+		ms(r.Now), ms(r.BusinessDeadline), ms(r.SendDue), r.RequestTTL.Milliseconds(),
+		r.SchemaVersion, int(r.KeyVersion), r.TraceID).Result()
+	res, arr, err := result(v, err)
+	if err != nil {
+		return ReserveResult{}, fmt.Errorf("running reserve script: %w", err)
+	}
+	out := ReserveResult{Result: res}
+	if len(arr) >= 4 {
+		out.ReservationID, _ = arr[2].(string)
+		out.Status, _ = arr[3].(string)
+	}
+	return out, nil
+}
+
+// Compensate codes (seed §9.6).
+const (
+	CompensateApplied       = 1
+	CompensateAlready       = 2
+	CompensateMissing       = -1
+	CompensateIDMismatch    = -2
+	CompensateOrderExists   = -3
+	CompensateInvalidStatus = -4
+	CompensateIDConflict    = -5
+)
+
+// Compensate runs compensate.lua.
+func (s *Store) Compensate(ctx context.Context, sl Slot, reservationID uuid.UUID, compensationID string, now time.Time, terminalTTL time.Duration) (Result, error) {
+	keys := []string{sl.Reservation(reservationID), sl.Stock(), sl.Compensation(reservationID), sl.Counter(), sl.SendDue()}
+	v, err := scriptCompensate.Run(ctx, s.c, keys, reservationID.String(), compensationID, ms(now), terminalTTL.Milliseconds()).Result()
+	res, _, err := result(v, err)
+	if err != nil {
+		return Result{}, fmt.Errorf("running compensate script: %w", err)
+	}
+	return res, nil
+}
+
+// ProjectOrderCreated runs project_order_created.lua.
+func (s *Store) ProjectOrderCreated(ctx context.Context, sl Slot, reservationID, orderID uuid.UUID, now time.Time) (Result, error) {
+	keys := []string{sl.Reservation(reservationID), sl.Counter(), sl.SendDue()}
+	v, err := scriptProjectOrderCreated.Run(ctx, s.c, keys, reservationID.String(), orderID.String(), ms(now)).Result()
+	res, _, err := result(v, err)
+	if err != nil {
+		return Result{}, fmt.Errorf("running project-order-created script: %w", err)
+	}
+	return res, nil
+}
+
+// ReleaseAfterCancel runs release_after_cancel.lua.
+func (s *Store) ReleaseAfterCancel(ctx context.Context, sl Slot, reservationID, orderID uuid.UUID, now time.Time, terminalTTL time.Duration) (Result, error) {
+	keys := []string{sl.Reservation(reservationID), sl.Stock(), sl.Counter(), sl.SendDue()}
+	v, err := scriptReleaseAfterCancel.Run(ctx, s.c, keys, reservationID.String(), orderID.String(), ms(now), terminalTTL.Milliseconds()).Result()
+	res, _, err := result(v, err)
+	if err != nil {
+		return Result{}, fmt.Errorf("running release-after-cancel script: %w", err)
+	}
+	return res, nil
+}
+
+// Claim is one send_due entry leased to the caller; Lease is its proof of
+// ownership for AckSend and RescheduleSend.
+type Claim struct {
+	ReservationID uuid.UUID
+	Lease         int64
+}
+
+// ClaimDue leases up to limit due entries until now+lease.
+func (s *Store) ClaimDue(ctx context.Context, sl Slot, now time.Time, lease time.Duration, limit int) ([]Claim, error) {
+	if lease <= 0 || limit <= 0 {
+		return nil, errors.New("claiming send_due: lease and limit must be positive")
+	}
+	until := now.Add(lease).UnixMilli()
+	v, err := scriptSendClaim.Run(ctx, s.c, []string{sl.SendDue()}, ms(now), until, limit).Result()
+	if err != nil {
+		return nil, fmt.Errorf("running send-claim script: %w", err)
+	}
+	arr, _ := v.([]any)
+	out := make([]Claim, 0, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		idStr, _ := arr[i].(string)
+		id, err := uuid.Parse(idStr)
+		if err != nil {
+			return nil, fmt.Errorf("send_due holds a bad reservation id %q: %w", idStr, err)
+		}
+		out = append(out, Claim{ReservationID: id, Lease: until})
+	}
+	return out, nil
+}
+
+// AckSend records a successful send (send_ack.lua).
+func (s *Store) AckSend(ctx context.Context, sl Slot, reservationID uuid.UUID, owned int64, now time.Time) (Result, error) {
+	v, err := scriptSendAck.Run(ctx, s.c, []string{sl.SendDue(), sl.Reservation(reservationID)}, reservationID.String(), owned, ms(now)).Result()
+	res, _, err := result(v, err)
+	if err != nil {
+		return Result{}, fmt.Errorf("running send-ack script: %w", err)
+	}
+	return res, nil
+}
+
+// MQ states of a reservation (seed §8.1).
+const (
+	MQPending   = "PENDING"
+	MQUnknown   = "UNKNOWN"
+	MQPublished = "PUBLISHED"
+)
+
+// RescheduleSend keeps a failed or unknown send due again at next (send_reschedule.lua).
+func (s *Store) RescheduleSend(ctx context.Context, sl Slot, reservationID uuid.UUID, owned int64, next time.Time, mqState, lastError string) (Result, error) {
+	v, err := scriptSendReschedule.Run(ctx, s.c, []string{sl.SendDue(), sl.Reservation(reservationID)},
+		reservationID.String(), owned, ms(next), mqState, lastError).Result()
+	res, _, err := result(v, err)
+	if err != nil {
+		return Result{}, fmt.Errorf("running send-reschedule script: %w", err)
+	}
+	return res, nil
+}
+
+// Provision sets a slot's stock to target once per generation (provision.lua)
+// and returns the slot's initial stock afterwards.
+func (s *Store) Provision(ctx context.Context, sl Slot, target, generation int64) (Result, int64, error) {
+	v, err := scriptProvision.Run(ctx, s.c, []string{sl.Stock(), sl.Counter()}, target, generation).Result()
+	res, arr, err := result(v, err)
+	if err != nil {
+		return Result{}, 0, fmt.Errorf("running provision script: %w", err)
+	}
+	initial, _ := arr[2].(int64)
+	return res, initial, nil
+}
+
+// Window states of an activity.
+const (
+	WindowNotStarted = "NOT_STARTED"
+	WindowActive     = "ACTIVE"
+	WindowPaused     = "PAUSED"
+	WindowEnded      = "ENDED"
+)
+
+// SetWindow sets a slot's window flag.
+func (s *Store) SetWindow(ctx context.Context, sl Slot, state string) error {
+	switch state {
+	case WindowNotStarted, WindowActive, WindowPaused, WindowEnded:
+	default:
+		return fmt.Errorf("setting window: unknown state %q", state)
+	}
+	if err := s.c.Set(ctx, sl.Window(), state, 0).Err(); err != nil {
+		return fmt.Errorf("setting window of %s: %w", sl.Tag(), err)
+	}
+	return nil
+}
+
+// Counters are a slot's conservation counters (seed §13.4).
+type Counters struct {
+	Initial, Available, OpenReserved, Committed int64
+	Exists                                      bool
+}
+
+// Delta is initial - available - open_reserved - committed: zero when Redis
+// conserves stock.
+func (c Counters) Delta() int64 { return c.Initial - c.Available - c.OpenReserved - c.Committed }
+
+// Add sums counters (over the buckets of a SKU).
+func (c Counters) Add(o Counters) Counters {
+	return Counters{Initial: c.Initial + o.Initial, Available: c.Available + o.Available,
+		OpenReserved: c.OpenReserved + o.OpenReserved, Committed: c.Committed + o.Committed, Exists: c.Exists || o.Exists}
+}
+
+// ReadCounters reads a slot's counters and stock in one round trip (same slot).
+func (s *Store) ReadCounters(ctx context.Context, sl Slot) (Counters, error) {
+	pipe := s.c.TxPipeline()
+	h := pipe.HGetAll(ctx, sl.Counter())
+	st := pipe.Get(ctx, sl.Stock())
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Counters{}, fmt.Errorf("reading counters of %s: %w", sl.Tag(), err)
+	}
+	m := h.Val()
+	c := Counters{Exists: len(m) > 0}
+	c.Initial, _ = strconv.ParseInt(m["initial"], 10, 64)
+	c.OpenReserved, _ = strconv.ParseInt(m["open_reserved"], 10, 64)
+	c.Committed, _ = strconv.ParseInt(m["committed"], 10, 64)
+	c.Available, _ = strconv.ParseInt(st.Val(), 10, 64)
+	return c, nil
+}
+
+// Reservation reads a reservation hash (nil when it does not exist).
+func (s *Store) Reservation(ctx context.Context, sl Slot, id uuid.UUID) (map[string]string, error) {
+	m, err := s.c.HGetAll(ctx, sl.Reservation(id)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading reservation %s: %w", id, err)
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}

@@ -1,0 +1,188 @@
+// Package mq is the only package that imports the RocketMQ client. It sends
+// messages keyed by our own stable message id and receives them with a
+// SimpleConsumer (explicit ack, invisible-duration redelivery).
+package mq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+)
+
+// PropMessageID is the user property carrying our business message id; the
+// id is also the message's first key, so it can be queried on the broker.
+const PropMessageID = "seckill_message_id"
+
+var logOnce sync.Once
+
+// quietClientLog sends the client's own log to a file under the temp dir
+// (its default is the home directory) unless the caller chose a place.
+func quietClientLog() {
+	logOnce.Do(func() {
+		if os.Getenv(rmq.CLIENT_LOG_ROOT) == "" {
+			_ = os.Setenv(rmq.CLIENT_LOG_ROOT, os.TempDir()+"/seckill-rocketmq-client")
+		}
+		rmq.ResetLogger()
+	})
+}
+
+func config(endpoint, group string) *rmq.Config {
+	return &rmq.Config{Endpoint: endpoint, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
+}
+
+// Message is what we send.
+type Message struct {
+	Topic string
+	// MessageID is our stable business id (never the broker's).
+	MessageID string
+	// Key is an extra index key, e.g. the reservation id (seed §8.3 message_key).
+	Key  string
+	Tag  string
+	Body []byte
+	// DeliverAt makes a delayed message (the topic must be DELAY).
+	DeliverAt  time.Time
+	Properties map[string]string
+}
+
+// Producer sends messages.
+type Producer struct {
+	p rmq.Producer
+}
+
+// NewProducer starts a producer for the given topics; it fails when a topic
+// does not exist on the broker.
+func NewProducer(endpoint string, topics ...string) (*Producer, error) {
+	quietClientLog()
+	p, err := rmq.NewProducer(config(endpoint, ""), rmq.WithTopics(topics...), rmq.WithMaxAttempts(1))
+	if err != nil {
+		return nil, fmt.Errorf("creating RocketMQ producer: %w", err)
+	}
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("starting RocketMQ producer for %v: %w", topics, err)
+	}
+	return &Producer{p: p}, nil
+}
+
+// Send sends one message and returns the broker's id for it. An error does
+// not mean the broker did not store it (seed §2.3 rule 2): callers resend
+// with the same MessageID, and consumers deduplicate by it.
+func (p *Producer) Send(ctx context.Context, m Message) (string, error) {
+	if m.MessageID == "" {
+		return "", errors.New("sending message: empty message id")
+	}
+	msg := &rmq.Message{Topic: m.Topic, Body: m.Body}
+	keys := []string{m.MessageID}
+	if m.Key != "" {
+		keys = append(keys, m.Key)
+	}
+	msg.SetKeys(keys...)
+	if m.Tag != "" {
+		msg.SetTag(m.Tag)
+	}
+	msg.AddProperty(PropMessageID, m.MessageID)
+	for k, v := range m.Properties {
+		msg.AddProperty(k, v)
+	}
+	if !m.DeliverAt.IsZero() {
+		msg.SetDelayTimestamp(m.DeliverAt)
+	}
+	receipts, err := p.p.Send(ctx, msg)
+	if err != nil {
+		return "", fmt.Errorf("sending message %s to %s: %w", m.MessageID, m.Topic, err)
+	}
+	if len(receipts) == 0 {
+		return "", fmt.Errorf("sending message %s to %s: no receipt", m.MessageID, m.Topic)
+	}
+	return receipts[0].MessageID, nil
+}
+
+// Close stops the producer.
+func (p *Producer) Close() error { return p.p.GracefulStop() }
+
+// Delivery is one received message.
+type Delivery struct {
+	BrokerID  string
+	MessageID string
+	Topic     string
+	Tag       string
+	Keys      []string
+	Body      []byte
+	// Attempt is 1 for the first delivery.
+	Attempt    int
+	Properties map[string]string
+	view       *rmq.MessageView
+}
+
+// Consumer receives from one consumer group.
+type Consumer struct {
+	c rmq.SimpleConsumer
+}
+
+// NewConsumer starts a SimpleConsumer of group subscribed to all messages of topics.
+func NewConsumer(endpoint, group string, topics ...string) (*Consumer, error) {
+	quietClientLog()
+	subs := make(map[string]*rmq.FilterExpression, len(topics))
+	for _, t := range topics {
+		subs[t] = rmq.SUB_ALL
+	}
+	c, err := rmq.NewSimpleConsumer(config(endpoint, group),
+		rmq.WithSimpleAwaitDuration(5*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(subs))
+	if err != nil {
+		return nil, fmt.Errorf("creating RocketMQ consumer %s: %w", group, err)
+	}
+	if err := c.Start(); err != nil {
+		return nil, fmt.Errorf("starting RocketMQ consumer %s for %v: %w", group, topics, err)
+	}
+	return &Consumer{c: c}, nil
+}
+
+// Receive long-polls for up to max messages, each invisible to other
+// receivers for invisible; an empty poll is not an error.
+func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]Delivery, error) {
+	views, err := c.c.Receive(ctx, int32(max), invisible)
+	if err != nil {
+		if st, ok := rmq.AsErrRpcStatus(err); ok && st.GetCode() == int32(v2.Code_MESSAGE_NOT_FOUND) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("receiving: %w", err)
+	}
+	out := make([]Delivery, 0, len(views))
+	for _, v := range views {
+		d := Delivery{BrokerID: v.GetMessageId(), Topic: v.GetTopic(), Keys: v.GetKeys(), Body: v.GetBody(),
+			Attempt: int(v.GetDeliveryAttempt()), Properties: v.GetProperties(), view: v}
+		if t := v.GetTag(); t != nil {
+			d.Tag = *t
+		}
+		d.MessageID = d.Properties[PropMessageID]
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Ack acknowledges a delivery: only after its effect is committed.
+func (c *Consumer) Ack(ctx context.Context, d Delivery) error {
+	if err := c.c.Ack(ctx, d.view); err != nil {
+		return fmt.Errorf("acking %s: %w", d.MessageID, err)
+	}
+	return nil
+}
+
+// Retry makes a delivery visible again after delay (a negative ack). The
+// broker counts the attempt; past the group's retry limit it goes to the DLQ.
+func (c *Consumer) Retry(d Delivery, delay time.Duration) error {
+	if err := c.c.ChangeInvisibleDuration(d.view, delay); err != nil {
+		return fmt.Errorf("scheduling retry of %s: %w", d.MessageID, err)
+	}
+	return nil
+}
+
+// Close stops the consumer.
+func (c *Consumer) Close() error { return c.c.GracefulStop() }

@@ -83,20 +83,29 @@ func load() (map[string]string, error) {
 	return loaded, loadErr
 }
 
+// Lookup returns one endpoint of the stack (an environment variable wins
+// over the env file), for code that runs outside a test (TestMain).
+func Lookup(key string) (string, error) {
+	if v := os.Getenv(key); v != "" {
+		return v, nil
+	}
+	m, err := load()
+	if err != nil {
+		return "", err
+	}
+	if v := m[key]; v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("stack env has no %s: run `make stack-up` again", key)
+}
+
 // Get returns one endpoint of the stack (an environment variable wins over
 // the env file), failing the test when it is unknown.
 func Get(t testing.TB, key string) string {
 	t.Helper()
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	m, err := load()
+	v, err := Lookup(key)
 	if err != nil {
 		t.Fatalf("the real stack is not available: %v", err)
-	}
-	v, ok := m[key]
-	if !ok || v == "" {
-		t.Fatalf("stack env has no %s: run `make stack-up` again", key)
 	}
 	return v
 }

@@ -1,0 +1,266 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SKUSpec is one product on sale and its stock.
+// +kubebuilder:validation:XValidation:rule="self.stock >= oldSelf.stock",message="stock may only grow"
+// +kubebuilder:validation:XValidation:rule="self.buckets == oldSelf.buckets",message="buckets is immutable"
+type SKUSpec struct {
+	// ID is the SKU's business id.
+	// +kubebuilder:validation:Minimum=1
+	ID int64 `json:"id"`
+	// Stock is the total number of units for sale. It may only grow.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000000
+	Stock int64 `json:"stock"`
+	// Buckets splits the SKU's Redis stock over this many hash slots, for hot SKUs.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	Buckets int32 `json:"buckets,omitempty"`
+}
+
+// Schedule is when the sale is open.
+// +kubebuilder:validation:XValidation:rule="self.end > self.start",message="schedule.end must be after schedule.start"
+type Schedule struct {
+	// Start is when reservations open.
+	Start metav1.Time `json:"start"`
+	// End is when reservations close.
+	End metav1.Time `json:"end"`
+}
+
+// RedisConnection says how to reach Redis.
+type RedisConnection struct {
+	// Mode is single, sentinel or cluster.
+	// +kubebuilder:validation:Enum=single;sentinel;cluster
+	// +kubebuilder:default=single
+	// +optional
+	Mode string `json:"mode,omitempty"`
+	// AddressesSecret holds a comma-separated list of host:port.
+	AddressesSecret corev1.SecretKeySelector `json:"addressesSecret"`
+	// MasterName is the Sentinel master name (sentinel mode only).
+	// +optional
+	MasterName string `json:"masterName,omitempty"`
+}
+
+// Connections references the Secrets that hold the stores' endpoints and keys.
+type Connections struct {
+	// PostgresDSNSecret holds the PostgreSQL DSN.
+	PostgresDSNSecret corev1.SecretKeySelector `json:"postgresDSNSecret"`
+	// Redis says how to reach Redis.
+	Redis RedisConnection `json:"redis"`
+	// RocketMQEndpointSecret holds the RocketMQ 5 proxy gRPC endpoint (host:port).
+	RocketMQEndpointSecret corev1.SecretKeySelector `json:"rocketMQEndpointSecret"`
+	// IDKeysSecret holds the HMAC keys of the stable business ids
+	// ("<version>:<hex key>,..."); old versions must stay for rotation.
+	IDKeysSecret corev1.SecretKeySelector `json:"idKeysSecret"`
+	// TokenKeySecret holds the HMAC key that verifies the users' bearer tokens.
+	TokenKeySecret corev1.SecretKeySelector `json:"tokenKeySecret"`
+}
+
+// WorkloadsSpec sets the image and resources of the workloads.
+type WorkloadsSpec struct {
+	// Image runs every workload (one binary, one subcommand each).
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +kubebuilder:default=IfNotPresent
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// GatewayReplicas is the number of gateway pods.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GatewayReplicas int32 `json:"gatewayReplicas,omitempty"`
+	// Resources of each workload container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// ScalingSpec bounds the order consumers.
+// +kubebuilder:validation:XValidation:rule="self.maxConsumers >= self.minConsumers",message="scaling.maxConsumers must be at least scaling.minConsumers"
+type ScalingSpec struct {
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinConsumers int32 `json:"minConsumers,omitempty"`
+	// +kubebuilder:default=8
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +optional
+	MaxConsumers int32 `json:"maxConsumers,omitempty"`
+	// TargetDrainTime is how fast a backlog should drain.
+	// +kubebuilder:default="5m"
+	// +optional
+	TargetDrainTime *metav1.Duration `json:"targetDrainTime,omitempty"`
+	// PostgresCapacityOverride, in order transactions per second, replaces the
+	// measured PostgreSQL capacity.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	PostgresCapacityOverride *int32 `json:"postgresCapacityOverride,omitempty"`
+}
+
+// ScheduleSpec is a cron schedule.
+type ScheduleSpec struct {
+	// Schedule in cron format.
+	// +kubebuilder:default="*/10 * * * *"
+	// +kubebuilder:validation:MinLength=9
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+}
+
+// SeckillActivitySpec is the desired flash sale.
+type SeckillActivitySpec struct {
+	// ActivityID is the sale's business id. Immutable.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="activityID is immutable"
+	ActivityID int64 `json:"activityID"`
+	// SKUs on sale.
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	SKUs []SKUSpec `json:"skus"`
+	// Schedule is when reservations are open.
+	Schedule Schedule `json:"schedule"`
+	// BusinessDeadline is how long a reservation may wait for its order before
+	// it may be rejected (seed §11.2); not the order-creation SLO.
+	// +kubebuilder:default="5m"
+	// +optional
+	BusinessDeadline *metav1.Duration `json:"businessDeadline,omitempty"`
+	// PaymentWindow is how long an order waits for payment before it is cancelled.
+	// +kubebuilder:default="15m"
+	// +optional
+	PaymentWindow *metav1.Duration `json:"paymentWindow,omitempty"`
+	// Connections to the stores.
+	Connections Connections `json:"connections"`
+	// Workloads' image and resources.
+	Workloads WorkloadsSpec `json:"workloads"`
+	// Scaling of the order consumers.
+	// +optional
+	Scaling ScalingSpec `json:"scaling,omitempty"`
+	// Compensation is the schedule of the compensation sweep.
+	// +optional
+	Compensation ScheduleSpec `json:"compensation,omitempty"`
+	// Reconcile is the schedule of the reconcile job.
+	// +optional
+	Reconcile ScheduleSpec `json:"reconcile,omitempty"`
+	// Paused stops new reservations (the gateway answers ACTIVITY_PAUSED).
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// Retention is how long Redis keys are kept after the end.
+	// +kubebuilder:default="168h"
+	// +optional
+	Retention *metav1.Duration `json:"retention,omitempty"`
+}
+
+// Phase is where the activity is in its lifecycle.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Scheduled;Active;Draining;Reconciling;Completed;Paused;Failed
+type Phase string
+
+// Phases.
+const (
+	PhasePending      Phase = "Pending"
+	PhaseProvisioning Phase = "Provisioning"
+	PhaseScheduled    Phase = "Scheduled"
+	PhaseActive       Phase = "Active"
+	PhaseDraining     Phase = "Draining"
+	PhaseReconciling  Phase = "Reconciling"
+	PhaseCompleted    Phase = "Completed"
+	PhasePaused       Phase = "Paused"
+	PhaseFailed       Phase = "Failed"
+)
+
+// Condition types.
+const (
+	ConditionStockProvisioned   = "StockProvisioned"
+	ConditionWorkloadsReady     = "WorkloadsReady"
+	ConditionBacklogHealthy     = "BacklogHealthy"
+	ConditionCompensationPaused = "CompensationPaused"
+	ConditionReconciled         = "Reconciled"
+	ConditionDegraded           = "Degraded"
+)
+
+// SKUStatus is one SKU's counters.
+type SKUStatus struct {
+	ID               int64 `json:"id"`
+	Stock            int64 `json:"stock"`
+	Sold             int64 `json:"sold"`
+	Remaining        int64 `json:"remaining"`
+	OpenReservations int64 `json:"openReservations"`
+}
+
+// ReconcileSummary is the last reconcile run's result.
+type ReconcileSummary struct {
+	RunID        string      `json:"runID,omitempty"`
+	FinishedAt   metav1.Time `json:"finishedAt,omitempty"`
+	Result       string      `json:"result,omitempty"`
+	Anomalies    int32       `json:"anomalies,omitempty"`
+	AutoRepaired int32       `json:"autoRepaired,omitempty"`
+	Manual       int32       `json:"manual,omitempty"`
+}
+
+// SeckillActivityStatus is the observed state.
+type SeckillActivityStatus struct {
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +listType=map
+	// +listMapKey=id
+	// +optional
+	SKUs []SKUStatus `json:"skus,omitempty"`
+	// Sold is "sold/stock" over all SKUs, for kubectl get.
+	// +optional
+	Sold string `json:"sold,omitempty"`
+	// OldestBacklogAgeSeconds is the age of the oldest unconsumed order-create message.
+	// +optional
+	OldestBacklogAgeSeconds int64 `json:"oldestBacklogAgeSeconds,omitempty"`
+	// +optional
+	DesiredConsumers int32 `json:"desiredConsumers,omitempty"`
+	// +optional
+	ReadyConsumers int32 `json:"readyConsumers,omitempty"`
+	// MeasuredPostgresCapacity is the sustained order commits per second measured.
+	// +optional
+	MeasuredPostgresCapacity int32 `json:"measuredPostgresCapacity,omitempty"`
+	// +optional
+	LastReconcile *ReconcileSummary `json:"lastReconcile,omitempty"`
+}
+
+// SeckillActivity is one flash sale.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ska;seckill,categories=seckill
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Sold",type=string,JSONPath=`.status.sold`
+// +kubebuilder:printcolumn:name="Backlog(s)",type=integer,JSONPath=`.status.oldestBacklogAgeSeconds`
+// +kubebuilder:printcolumn:name="Consumers",type=integer,JSONPath=`.status.readyConsumers`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredConsumers`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SeckillActivity struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SeckillActivitySpec   `json:"spec,omitempty"`
+	Status SeckillActivityStatus `json:"status,omitempty"`
+}
+
+// SeckillActivityList is a list of SeckillActivity.
+// +kubebuilder:object:root=true
+type SeckillActivityList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SeckillActivity `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SeckillActivity{}, &SeckillActivityList{})
+}

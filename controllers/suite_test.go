@@ -1,0 +1,99 @@
+package controllers
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+// One real kube-apiserver + etcd for the whole package (envtest), with the
+// generated CRD installed and the manager running.
+var (
+	k8sClient client.Client
+	testCtx   context.Context
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	assets, err := testenv.Lookup("KUBEBUILDER_ASSETS")
+	if err != nil {
+		panic("the real stack is not available: " + err.Error())
+	}
+	_ = os.Setenv("KUBEBUILDER_ASSETS", assets)
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(seckillv1alpha1.AddToScheme(scheme))
+
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		panic("starting envtest (real kube-apiserver and etcd): " + err.Error())
+	}
+	defer func() { _ = env.Stop() }()
+
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		panic(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		panic(err)
+	}
+	if err := (&SeckillActivityReconciler{Client: mgr.GetClient(), Scheme: scheme,
+		Recorder: mgr.GetEventRecorder("seckill-operator")}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	var cancel context.CancelFunc
+	testCtx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = mgr.Start(testCtx) }()
+	return m.Run()
+}
+
+// validActivity is a manifest that the API server accepts.
+func validActivity(name string) *seckillv1alpha1.SeckillActivity {
+	sel := func(n string) corev1.SecretKeySelector {
+		return corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "seckill-conn"}, Key: n}
+	}
+	start := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
+	return &seckillv1alpha1.SeckillActivity{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: seckillv1alpha1.SeckillActivitySpec{
+			ActivityID: 1001,
+			SKUs:       []seckillv1alpha1.SKUSpec{{ID: 90001, Stock: 100, Buckets: 4}, {ID: 90002, Stock: 20}},
+			Schedule:   seckillv1alpha1.Schedule{Start: start, End: metav1.NewTime(start.Add(time.Hour))},
+			Connections: seckillv1alpha1.Connections{
+				PostgresDSNSecret:      sel("pg-dsn"),
+				Redis:                  seckillv1alpha1.RedisConnection{AddressesSecret: sel("redis-addrs")},
+				RocketMQEndpointSecret: sel("rmq-endpoint"),
+				IDKeysSecret:           sel("id-keys"),
+				TokenKeySecret:         sel("token-key"),
+			},
+			Workloads: seckillv1alpha1.WorkloadsSpec{Image: "seckill/workloads:dev"},
+		},
+	}
+}

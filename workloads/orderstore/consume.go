@@ -1,0 +1,318 @@
+package orderstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/names"
+)
+
+// Action is what the consumer does with the delivery after Consume.
+type Action int
+
+const (
+	// Ack: the business effect is committed (now or earlier).
+	Ack Action = iota
+	// Retry: nothing was committed, or the outcome is unknown; redeliver.
+	Retry
+	// Manual: the message conflicts with what is recorded; quarantine it
+	// with its evidence, never acknowledge it as success.
+	Manual
+)
+
+func (a Action) String() string {
+	return [...]string{"ACK", "RETRY", "MANUAL"}[a]
+}
+
+// Inbox result codes.
+const (
+	ResultOrderCreated  = "ORDER_CREATED"
+	ResultOrderRejected = "ORDER_REJECTED"
+	ResultLateRejected  = "LATE_REJECTED"
+	ResultDuplicate     = "DUPLICATE"
+	ResultManualReview  = "MANUAL_REVIEW"
+)
+
+// Rejection reasons.
+const (
+	ReasonStockExhausted   = "PG_STOCK_EXHAUSTED"
+	ReasonAlreadyPurchased = "ALREADY_PURCHASED"
+	ReasonDeadlineExceeded = "BUSINESS_DEADLINE_EXCEEDED"
+)
+
+// Errors.
+var (
+	ErrPayloadConflict = errors.New("same message id with a different payload")
+	ErrCommitUnknown   = errors.New("transaction commit outcome unknown")
+	ErrStateConflict   = errors.New("reservation state conflicts with the message")
+)
+
+// Outcome is the result of one Consume.
+type Outcome struct {
+	Action Action
+	// Result is the inbox result code of this message.
+	Result string
+	// Reason is the rejection reason, when rejected.
+	Reason  string
+	OrderID uuid.UUID
+}
+
+// Consumer runs the order-create transaction.
+type Consumer struct {
+	Pool  *pgxpool.Pool
+	Group string
+	// PaymentWindow is how long a new order waits for payment.
+	PaymentWindow time.Duration
+	// Now is the clock (injectable for tests).
+	Now func() time.Time
+	// Failpoint, when set, is called at the named points of seed §13.3
+	// (after_inbox_insert, after_pg_stock_decrement, after_order_insert,
+	// during_commit_response); an error it returns aborts the step there.
+	Failpoint func(name string) error
+}
+
+func (c *Consumer) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Consumer) fail(name string) error {
+	if c.Failpoint == nil {
+		return nil
+	}
+	return c.Failpoint(name)
+}
+
+// Consume processes one order-create message exactly once in business
+// effect: inbox first, then the reservation row, final stock, the order, the
+// reservation CAS, the ledger and the outbox, all in one transaction. raw is
+// the message body as received; its hash detects a reused id.
+func (c *Consumer) Consume(ctx context.Context, msg events.OrderCreateRequested, raw []byte) (Outcome, error) {
+	hash := sha256.Sum256(raw)
+	out, err := c.consumeTx(ctx, msg, hash[:])
+	if errors.Is(err, errCommit) {
+		return c.resolveCommit(ctx, msg, hash[:], err)
+	}
+	return out, err
+}
+
+var errCommit = errors.New("commit failed")
+
+func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
+	tx, err := c.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("beginning order transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	var owned uuid.UUID
+	err = tx.QueryRow(ctx, qInboxInsert, c.Group, msg.MessageID, names.TopicOrderCreate, msg.EventType,
+		msg.ReservationID, msg.RequestID, hash).Scan(&owned)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c.duplicate(ctx, tx, msg, hash)
+	}
+	if err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("inserting inbox row: %w", err)
+	}
+	if err := c.fail("after_inbox_insert"); err != nil {
+		return Outcome{Action: Retry}, err
+	}
+
+	if _, err := tx.Exec(ctx, qReservationUpsert, msg.ReservationID, msg.RequestID, msg.ActivityID, msg.SKUID,
+		msg.UserID, msg.MessageID, msg.ReservedAt, msg.BusinessDeadline); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("upserting reservation: %w", err)
+	}
+	var (
+		status                       string
+		orderID                      *uuid.UUID
+		rowMessage                   uuid.UUID
+		rowUser, rowActivity, rowSKU int64
+	)
+	if err := tx.QueryRow(ctx, qReservationLock, msg.ReservationID).Scan(&status, &orderID, &rowMessage, &rowUser, &rowActivity, &rowSKU); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("locking reservation: %w", err)
+	}
+	if rowMessage != msg.MessageID || rowUser != msg.UserID || rowActivity != msg.ActivityID || rowSKU != msg.SKUID {
+		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: reservation %s is recorded for another message or user", ErrStateConflict, msg.ReservationID)
+	}
+
+	var out Outcome
+	switch status {
+	case "RESERVED":
+		out, err = c.createOrReject(ctx, tx, msg)
+	case "ORDER_CREATED":
+		// Another message id for the same reservation already made the order.
+		out = Outcome{Action: Ack, Result: ResultDuplicate, OrderID: deref(orderID)}
+	case "ORDER_REJECTED", "COMPENSATING", "COMPENSATED", "CANCELLED":
+		// A persisted rejection stands: no order, no second compensation (seed §11.2).
+		out = Outcome{Action: Ack, Result: ResultLateRejected}
+	default: // MANUAL_REVIEW: frozen; record the message, decide nothing.
+		out = Outcome{Action: Ack, Result: ResultManualReview}
+	}
+	if err != nil {
+		return out, err
+	}
+	if _, err := tx.Exec(ctx, qInboxFinish, c.Group, msg.MessageID, out.Result, nullable(out.OrderID)); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("finishing inbox row: %w", err)
+	}
+	if err := c.fail("during_commit_response"); err != nil {
+		// Simulates a lost COMMIT response: the transaction commits, the
+		// caller sees an error and must verify (seed §9.8).
+		if cerr := tx.Commit(ctx); cerr != nil {
+			return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, cerr)
+		}
+		return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, err)
+	}
+	return out, nil
+}
+
+func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested) (Outcome, error) {
+	if c.now().After(msg.BusinessDeadline) {
+		var paused bool
+		err := tx.QueryRow(ctx, qControlGet, msg.ActivityID).Scan(&paused)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return Outcome{Action: Retry}, fmt.Errorf("reading activity control: %w", err)
+		}
+		// While the operator's backlog guard pauses deadline rejection, a late
+		// message is still turned into an order if stock allows (seed §11.3).
+		if !paused {
+			return c.reject(ctx, tx, msg, ReasonDeadlineExceeded)
+		}
+	}
+	var left int64
+	err := tx.QueryRow(ctx, qStockOccupy, msg.ActivityID, msg.SKUID).Scan(&left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c.reject(ctx, tx, msg, ReasonStockExhausted)
+	}
+	if err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("occupying stock: %w", err)
+	}
+	if err := c.fail("after_pg_stock_decrement"); err != nil {
+		return Outcome{Action: Retry}, err
+	}
+	orderID := ids.NewRandom()
+	var inserted uuid.UUID
+	err = tx.QueryRow(ctx, qOrderInsert, orderID, msg.ActivityID, msg.SKUID, msg.UserID, msg.RequestID,
+		msg.ReservationID, fmt.Sprintf("%d milliseconds", c.PaymentWindow.Milliseconds())).Scan(&inserted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The user already holds an order: give the unit back in this same
+		// transaction, so no one ever sees it taken.
+		if _, err := tx.Exec(ctx, qStockRestore, msg.ActivityID, msg.SKUID); err != nil {
+			return Outcome{Action: Retry}, fmt.Errorf("restoring stock: %w", err)
+		}
+		return c.reject(ctx, tx, msg, ReasonAlreadyPurchased)
+	}
+	if err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("inserting order: %w", err)
+	}
+	if err := c.fail("after_order_insert"); err != nil {
+		return Outcome{Action: Retry}, err
+	}
+	if tag, err := tx.Exec(ctx, qReservationCreated, msg.ReservationID, orderID); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("marking reservation created: %w", err)
+	} else if tag.RowsAffected() != 1 {
+		return Outcome{Action: Retry}, fmt.Errorf("%w: reservation %s left RESERVED under lock", ErrStateConflict, msg.ReservationID)
+	}
+	if _, err := tx.Exec(ctx, qLedgerOccupy, msg.ActivityID, msg.SKUID, msg.ReservationID, orderID); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("writing ledger: %w", err)
+	}
+	payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": events.TypeOrderCreated,
+		"order_id": orderID, "reservation_id": msg.ReservationID, "activity_id": msg.ActivityID,
+		"sku_id": msg.SKUID, "user_id": msg.UserID, "bucket": msg.Bucket, "trace": msg.Trace})
+	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), "ORDER", msg.ReservationID, events.TypeOrderCreated,
+		names.TopicOrderEvents, payload); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("writing ORDER_CREATED outbox event: %w", err)
+	}
+	return Outcome{Action: Ack, Result: ResultOrderCreated, OrderID: orderID}, nil
+}
+
+// reject persists the rejection, its compensation task and the outbox event.
+func (c *Consumer) reject(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, reason string) (Outcome, error) {
+	tag, err := tx.Exec(ctx, qReservationRejected, msg.ReservationID, reason)
+	if err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("marking reservation rejected: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return Outcome{Action: Retry}, fmt.Errorf("%w: reservation %s left RESERVED under lock", ErrStateConflict, msg.ReservationID)
+	}
+	if _, err := tx.Exec(ctx, qCompensationInsert, ids.NewRandom(), msg.ReservationID); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("writing compensation task: %w", err)
+	}
+	payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": events.TypeOrderRejected,
+		"reservation_id": msg.ReservationID, "activity_id": msg.ActivityID, "sku_id": msg.SKUID,
+		"user_id": msg.UserID, "bucket": msg.Bucket, "reason": reason, "trace": msg.Trace})
+	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), "RESERVATION", msg.ReservationID, events.TypeOrderRejected,
+		names.TopicOrderEvents, payload); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("writing rejection outbox event: %w", err)
+	}
+	return Outcome{Action: Ack, Result: ResultOrderRejected, Reason: reason}, nil
+}
+
+// duplicate answers a message whose inbox row exists: the same payload is an
+// idempotent success; another payload under the same id is a conflict.
+func (c *Consumer) duplicate(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
+	var prior []byte
+	var result string
+	var orderID *uuid.UUID
+	if err := tx.QueryRow(ctx, qInboxGet, c.Group, msg.MessageID).Scan(&prior, &result, &orderID); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("reading inbox row: %w", err)
+	}
+	if !bytes.Equal(prior, hash) {
+		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: message %s", ErrPayloadConflict, msg.MessageID)
+	}
+	return Outcome{Action: Ack, Result: result, OrderID: deref(orderID)}, nil
+}
+
+// resolveCommit decides an unknown commit by reading the inbox on a fresh
+// connection (seed §9.8): present with the same hash → committed (ACK);
+// absent → not committed (RETRY, the same id redoes it); unreadable →
+// unknown (RETRY, never compensated).
+func (c *Consumer) resolveCommit(ctx context.Context, msg events.OrderCreateRequested, hash []byte, commitErr error) (Outcome, error) {
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	var prior []byte
+	var result string
+	var orderID *uuid.UUID
+	err := c.Pool.QueryRow(vctx, qInboxGet, c.Group, msg.MessageID).Scan(&prior, &result, &orderID)
+	switch {
+	case err == nil && !bytes.Equal(prior, hash):
+		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: message %s", ErrPayloadConflict, msg.MessageID)
+	case err == nil && result == "PROCESSING":
+		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: inbox row of %s committed without its outcome", ErrStateConflict, msg.MessageID)
+	case err == nil:
+		return Outcome{Action: Ack, Result: result, OrderID: deref(orderID)}, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return Outcome{Action: Retry}, fmt.Errorf("%w (not committed): %w", ErrCommitUnknown, commitErr)
+	default:
+		return Outcome{Action: Retry}, fmt.Errorf("%w (verification failed: %w): %w", ErrCommitUnknown, err, commitErr)
+	}
+}
+
+func deref(id *uuid.UUID) uuid.UUID {
+	if id == nil {
+		return uuid.Nil
+	}
+	return *id
+}
+
+func nullable(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
+}

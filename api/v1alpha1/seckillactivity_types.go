@@ -260,7 +260,3 @@ type SeckillActivityList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SeckillActivity `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SeckillActivity{}, &SeckillActivityList{})
-}

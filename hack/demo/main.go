@@ -116,7 +116,7 @@ func run(buyers int, stockPerSKU int64, nSKU, nBuckets int) error {
 		wg.Add(1)
 		go func(user int64) {
 			defer wg.Done()
-			sku := int64(90001 + rand.IntN(nSKU))
+			sku := int64(90001 + rand.IntN(nSKU)) //nolint:gosec // picking a SKU for a simulated buyer
 			sl := redisstore.BucketSlot(activity, sku, int(user)%nBuckets)
 			if nBuckets == 1 {
 				sl = redisstore.SKUSlot(activity, sku)

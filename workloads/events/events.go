@@ -66,7 +66,9 @@ type InvalidError struct {
 	Detail string
 }
 
-func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s: %s", ErrInvalid, e.Reason, e.Detail) }
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", ErrInvalid, e.Reason, e.Detail)
+}
 
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Unwrap() error { return ErrInvalid }

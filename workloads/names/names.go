@@ -32,7 +32,7 @@ const (
 	EnvRMQEndpoint  = "SECKILL_RMQ_ENDPOINT"
 	EnvIDKeys       = "SECKILL_ID_KEYS"
 	EnvIDKeyCurrent = "SECKILL_ID_KEY_CURRENT"
-	EnvTokenKey     = "SECKILL_TOKEN_KEY"
+	EnvTokenKey     = "SECKILL_TOKEN_KEY" //nolint:gosec // the name of a variable, not a credential
 	EnvActivityID   = "SECKILL_ACTIVITY_ID"
 	EnvHTTPAddr     = "SECKILL_HTTP_ADDR"
 )

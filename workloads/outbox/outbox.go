@@ -1,0 +1,123 @@
+// Package outbox is the transactional outbox's relay side (seed §9.5):
+// leased claims with SKIP LOCKED, sends outside any transaction, SENT or
+// RETRY with exponential backoff, reclaim of expired leases, MANUAL after a cap.
+package outbox
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+func mustSQL(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
+	if err != nil {
+		panic(fmt.Sprintf("outbox: missing embedded query %s: %v", name, err))
+	}
+	return string(b)
+}
+
+var (
+	qClaim = mustSQL("claim")
+	qSent  = mustSQL("sent")
+	qRetry = mustSQL("retry")
+)
+
+// Event is one claimed outbox row.
+type Event struct {
+	EventID       uuid.UUID
+	AggregateType string
+	AggregateID   uuid.UUID
+	EventType     string
+	SchemaVersion int
+	Topic         string
+	MessageKey    string
+	Payload       json.RawMessage
+	DeliverAt     *time.Time
+	Attempt       int
+}
+
+// Store claims and settles outbox events for one relay (its lease owner id).
+type Store struct {
+	Pool  *pgxpool.Pool
+	Owner string
+	Lease time.Duration
+	// MaxAttempts is the cap after which an event goes MANUAL.
+	MaxAttempts int
+}
+
+// ErrLeaseLost means another relay owns the event now; the caller drops it
+// (the other relay sends it; the downstream inbox removes any duplicate).
+var ErrLeaseLost = errors.New("outbox lease lost")
+
+func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.Milliseconds()) }
+
+// Claim leases up to limit due events.
+func (s *Store) Claim(ctx context.Context, limit int) ([]Event, error) {
+	rows, err := s.Pool.Query(ctx, qClaim, limit, s.Owner, interval(s.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("claiming outbox batch: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		err := r.Scan(&e.EventID, &e.AggregateType, &e.AggregateID, &e.EventType, &e.SchemaVersion, &e.Topic,
+			&e.MessageKey, &e.Payload, &e.DeliverAt, &e.Attempt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claiming outbox batch: %w", err)
+	}
+	return out, nil
+}
+
+// MarkSent settles a successful send.
+func (s *Store) MarkSent(ctx context.Context, id uuid.UUID) error {
+	tag, err := s.Pool.Exec(ctx, qSent, id, s.Owner)
+	if err != nil {
+		return fmt.Errorf("marking outbox event %s sent: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("marking outbox event %s sent: %w", id, ErrLeaseLost)
+	}
+	return nil
+}
+
+// MarkRetry settles a failed or unknown send; it returns the new status
+// (RETRY, or MANUAL past the cap).
+func (s *Store) MarkRetry(ctx context.Context, id uuid.UUID, attempt int, sendErr error) (string, error) {
+	var status string
+	err := s.Pool.QueryRow(ctx, qRetry, id, s.Owner, interval(Backoff(attempt)), sendErr.Error(), s.MaxAttempts).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("scheduling retry of outbox event %s: %w", id, ErrLeaseLost)
+	}
+	if err != nil {
+		return "", fmt.Errorf("scheduling retry of outbox event %s: %w", id, err)
+	}
+	return status, nil
+}
+
+// Backoff is the delay before attempt+1: exponential from 200 ms, capped at
+// one minute, with ±20 % jitter so relays do not retry in step.
+func Backoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := 200 * time.Millisecond
+	for i := 1; i < attempt && d < time.Minute; i++ {
+		d *= 2
+	}
+	d = min(d, time.Minute)
+	jitter := 0.8 + 0.4*rand.Float64() //nolint:gosec // jitter, not a secret
+	return time.Duration(float64(d) * jitter)
+}

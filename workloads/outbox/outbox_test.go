@@ -1,0 +1,146 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/outbox"
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+func insertEvents(t *testing.T, pool *pgxpool.Pool, n int) []uuid.UUID {
+	t.Helper()
+	out := make([]uuid.UUID, n)
+	for i := range out {
+		out[i] = ids.NewRandom()
+		agg := ids.NewRandom()
+		_, err := pool.Exec(context.Background(), `INSERT INTO event_outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version, message_key, payload)
+			VALUES ($1, 'ORDER', $2::uuid, 'ORDER_CREATED', 1, $2::uuid::text, '{"n":1}')`, out[i], agg)
+		require.NoError(t, err)
+	}
+	return out
+}
+
+func status(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) (st string, attempts int) {
+	t.Helper()
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT status, attempt_count FROM event_outbox WHERE event_id = $1`, id).Scan(&st, &attempts))
+	return st, attempts
+}
+
+func TestClaimSendSettle(t *testing.T) {
+	pool := testenv.Database(t)
+	ctx := context.Background()
+	evs := insertEvents(t, pool, 3)
+	s := &outbox.Store{Pool: pool, Owner: "relay-a", Lease: 30 * time.Second, MaxAttempts: 3}
+	claimed, err := s.Claim(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 3)
+	require.Equal(t, 1, claimed[0].Attempt)
+	require.JSONEq(t, `{"n":1}`, string(claimed[0].Payload))
+	again, err := s.Claim(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, again, "leased events are not claimed twice")
+
+	require.NoError(t, s.MarkSent(ctx, evs[0]))
+	st, _ := status(t, pool, evs[0])
+	require.Equal(t, "SENT", st)
+
+	other := &outbox.Store{Pool: pool, Owner: "relay-b", Lease: time.Second, MaxAttempts: 3}
+	require.ErrorIs(t, other.MarkSent(ctx, evs[1]), outbox.ErrLeaseLost, "only the lease owner settles")
+
+	next, err := s.MarkRetry(ctx, evs[1], 1, errors.New("send timeout"))
+	require.NoError(t, err)
+	require.Equal(t, "RETRY", next)
+	var lastErr string
+	var due time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT last_error, next_retry_at FROM event_outbox WHERE event_id = $1`, evs[1]).Scan(&lastErr, &due))
+	require.Equal(t, "send timeout", lastErr)
+	require.True(t, due.After(time.Now()), "retried after a backoff")
+}
+
+func TestExpiredLeaseIsReclaimedAndCapGoesManual(t *testing.T) {
+	pool := testenv.Database(t)
+	ctx := context.Background()
+	ev := insertEvents(t, pool, 1)[0]
+	dead := &outbox.Store{Pool: pool, Owner: "relay-dead", Lease: 50 * time.Millisecond, MaxAttempts: 2}
+	c, err := dead.Claim(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, c, 1)
+	time.Sleep(100 * time.Millisecond) // the relay "died": its lease runs out
+
+	live := &outbox.Store{Pool: pool, Owner: "relay-live", Lease: 30 * time.Second, MaxAttempts: 2}
+	c, err = live.Claim(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, c, 1)
+	require.Equal(t, 2, c[0].Attempt)
+	require.ErrorIs(t, dead.MarkSent(ctx, ev), outbox.ErrLeaseLost, "a stale relay cannot overwrite")
+	next, err := live.MarkRetry(ctx, ev, c[0].Attempt, errors.New("broker down"))
+	require.NoError(t, err)
+	require.Equal(t, "MANUAL", next, "after the cap the event waits for a person, it is not dropped")
+	st, attempts := status(t, pool, ev)
+	require.Equal(t, "MANUAL", st)
+	require.Equal(t, 2, attempts)
+}
+
+func TestConcurrentRelaysNeverShareAnEvent(t *testing.T) {
+	pool := testenv.Database(t)
+	ctx := context.Background()
+	evs := insertEvents(t, pool, 500)
+	var mu sync.Mutex
+	seen := map[uuid.UUID]string{}
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Add(1)
+		go func(owner string) {
+			defer wg.Done()
+			s := &outbox.Store{Pool: pool, Owner: owner, Lease: time.Minute, MaxAttempts: 5}
+			for {
+				batch, err := s.Claim(ctx, 16)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(batch) == 0 {
+					return
+				}
+				for _, e := range batch {
+					mu.Lock()
+					prev, dup := seen[e.EventID]
+					seen[e.EventID] = owner
+					mu.Unlock()
+					if dup {
+						t.Errorf("event %s claimed by %s and %s", e.EventID, prev, owner)
+					}
+					if err := s.MarkSent(ctx, e.EventID); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}(string(rune('a' + r)))
+	}
+	wg.Wait()
+	require.Len(t, seen, len(evs))
+	var sent int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox WHERE status = 'SENT'`).Scan(&sent))
+	require.Equal(t, 500, sent)
+}
+
+func TestBackoff(t *testing.T) {
+	for _, c := range []struct {
+		attempt  int
+		low, top time.Duration
+	}{{0, 160 * time.Millisecond, 240 * time.Millisecond}, {1, 160 * time.Millisecond, 240 * time.Millisecond},
+		{3, 640 * time.Millisecond, 960 * time.Millisecond}, {30, 48 * time.Second, 72 * time.Second}} {
+		d := outbox.Backoff(c.attempt)
+		require.GreaterOrEqual(t, d, c.low, "attempt %d", c.attempt)
+		require.LessOrEqual(t, d, c.top, "attempt %d", c.attempt)
+	}
+}

@@ -1,0 +1,22 @@
+-- OutboxClaimBatch (seed §9.5): lease due events in a short transaction, so
+-- the broker call happens outside any database transaction. SKIP LOCKED lets
+-- several relays claim side by side; an expired SENDING lease is reclaimed.
+-- $1 limit, $2 lease owner, $3 lease duration.
+WITH candidates AS (
+    SELECT event_id
+    FROM event_outbox
+    WHERE (status IN ('PENDING', 'RETRY') OR (status = 'SENDING' AND lease_until < clock_timestamp()))
+      AND next_retry_at <= clock_timestamp()
+    ORDER BY next_retry_at, created_at
+    FOR UPDATE SKIP LOCKED
+    LIMIT $1
+)
+UPDATE event_outbox AS o
+SET status        = 'SENDING',
+    lease_owner   = $2,
+    lease_until   = clock_timestamp() + $3::interval,
+    attempt_count = attempt_count + 1
+FROM candidates AS c
+WHERE o.event_id = c.event_id
+RETURNING o.event_id, o.aggregate_type, o.aggregate_id, o.event_type, o.schema_version, o.topic,
+          o.message_key, o.payload, o.deliver_at, o.attempt_count;

@@ -113,3 +113,9 @@ $(CONTROLLER_GEN):
 golangci-lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+##@ Benchmarks
+
+.PHONY: bench
+bench: stack-up ## Reserve Lua through the Go store next to redis-benchmark's ceiling (medians).
+	hack/bench-reserve.sh

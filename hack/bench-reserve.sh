@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# bench-reserve.sh — throughput of the reserve Lua script through our Go
+# store, next to the ceiling measured in the same run: redis-benchmark
+# calling EVALSHA of the same script (same keys layout, a new buyer per call).
+# Medians of RUNS runs each; the machine is small and noisy.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUNS="${RUNS:-3}"
+N="${N:-100000}"
+# shellcheck disable=SC1091
+set -a; . "$ROOT/.stack/env"; set +a
+PORT="${SECKILL_REDIS_ADDR##*:}"
+cli() { redis-cli -p "$PORT" "$@"; }
+
+sha=$(cli SCRIPT LOAD "$(cat "$ROOT/workloads/redisstore/lua/reserve.lua")")
+tag="{bench:$(date +%s)}"
+cli SET "seckill:$tag:window" ACTIVE >/dev/null
+cli SET "seckill:$tag:stock" 1000000000 >/dev/null
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+ceiling=()
+for _ in $(seq "$RUNS"); do
+  rps=$(redis-benchmark -p "$PORT" -n "$N" -c 32 -r 1000000000 -q \
+    EVALSHA "$sha" 7 "seckill:$tag:window" "seckill:$tag:stock" "seckill:$tag:counter" \
+    "seckill:$tag:request:__rand_int__" "seckill:$tag:user:__rand_int__" \
+    "seckill:$tag:reservation:__rand_int__" "seckill:$tag:send_due" \
+    rid mid req 1 1 __rand_int__ -1 1782360000000 1782360300000 1782360005000 600000 1 1 t \
+    | tr '\r' '\n' | sed -nE 's/.*: ([0-9.,]+) requests per second.*/\1/p' | tail -1 | tr -d ',')
+  ceiling+=("$rps")
+done
+
+ours=()
+for _ in $(seq "$RUNS"); do
+  r=$(cd "$ROOT" && go test -run '^$' -bench '^BenchmarkReserve$' -benchtime "${N}x" -count 1 ./workloads/redisstore/ \
+    | awk '/BenchmarkReserve/ {for (i=1;i<=NF;i++) if ($(i+1)=="reserves/s") print $i}')
+  ours+=("$r")
+done
+
+# Drop the bench keys (SCAN, never KEYS).
+cli --scan --pattern "seckill:$tag:*" | xargs -r -n 500 redis-cli -p "$PORT" DEL >/dev/null
+
+c=$(printf '%s\n' "${ceiling[@]}" | median)
+o=$(printf '%s\n' "${ours[@]}" | median)
+echo "reserve.lua, $RUNS runs of $N calls each (median)"
+echo "  ceiling  redis-benchmark EVALSHA, 32 connections : ${c} calls/s   (runs: ${ceiling[*]})"
+echo "  ours     Go store.Reserve, parallel goroutines   : ${o} calls/s   (runs: ${ours[*]})"
+awk -v o="$o" -v c="$c" 'BEGIN { printf "  ratio    %.0f%% of the ceiling\n", 100 * o / c }'

@@ -77,12 +77,22 @@ install_packages() {
 
 # ---------------------------------------------------------------- PostgreSQL
 PG_BIN=/usr/lib/postgresql/15/bin
+# The server refuses to run as root: it runs as Debian's postgres user, in our
+# own data directory. When that user cannot reach STACK_DIR (a clone under
+# /root, say), the data directory lives under /var/tmp, keyed by STACK_DIR.
+pg_dir() {
+  mkdir -p "$STACK_DIR"
+  if runuser -u postgres -- test -x "$STACK_DIR" 2>/dev/null; then
+    echo "$STACK_DIR/pg"
+  else
+    echo "/var/tmp/seckill-pg-$(printf '%s' "$STACK_DIR" | sha256sum | cut -c1-12)"
+  fi
+}
+PG_DIR="$(pg_dir)"
 pg_up() {
-  local data="$STACK_DIR/pg/data" sock="$STACK_DIR/pg/run"
-  mkdir -p "$STACK_DIR/pg" "$sock"
-  # The server refuses to run as root: it runs as Debian's postgres user, in
-  # our own data directory. Its parents must be traversable by that user.
-  chown postgres:postgres "$STACK_DIR/pg" "$sock"
+  local data="$PG_DIR/data" sock="$PG_DIR/run"
+  mkdir -p "$PG_DIR" "$sock"
+  chown postgres:postgres "$PG_DIR" "$sock"
   if [ ! -f "$data/PG_VERSION" ]; then
     log "PostgreSQL: initdb in $data"
     runuser -u postgres -- "$PG_BIN/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
@@ -101,7 +111,7 @@ EOF
     log "PostgreSQL already running on $PG_PORT"
   else
     port_busy "$PG_PORT" && die "port $PG_PORT is in use by something else"
-    runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" -l "$STACK_DIR/pg/server.log" -w -t 60 start >/dev/null
+    runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" -l "$PG_DIR/server.log" -w -t 60 start >/dev/null
     log "PostgreSQL started on $PG_PORT"
   fi
   local psql=("$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -qtA)
@@ -113,7 +123,7 @@ EOF
   fi
 }
 pg_down() {
-  local data="$STACK_DIR/pg/data"
+  local data="$PG_DIR/data"
   [ -f "$data/postmaster.pid" ] || return 0
   runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 && log "PostgreSQL stopped" || true
 }
@@ -227,7 +237,7 @@ cmd_down() {
 }
 
 cmd_status() {
-  local data="$STACK_DIR/pg/data"
+  local data="$PG_DIR/data"
   runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1 && echo "postgresql: up ($PG_PORT)" || echo "postgresql: down"
   local f
   for f in "$STACK_DIR"/redis/*/redis.pid; do

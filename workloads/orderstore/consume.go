@@ -132,7 +132,7 @@ func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequeste
 	}
 
 	if _, err := tx.Exec(ctx, qReservationUpsert, msg.ReservationID, msg.RequestID, msg.ActivityID, msg.SKUID,
-		msg.UserID, msg.MessageID, msg.ReservedAt, msg.BusinessDeadline); err != nil {
+		msg.UserID, msg.MessageID, msg.ReservedAt, msg.BusinessDeadline, msg.Bucket); err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("upserting reservation: %w", err)
 	}
 	var (

@@ -9,12 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckill/seckill-operator/workloads/lease"
 )
 
 //go:embed sql/*.sql
@@ -57,10 +58,6 @@ type Store struct {
 	MaxAttempts int
 }
 
-// ErrLeaseLost means another relay owns the event now; the caller drops it
-// (the other relay sends it; the downstream inbox removes any duplicate).
-var ErrLeaseLost = errors.New("outbox lease lost")
-
 func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.Milliseconds()) }
 
 // Claim leases up to limit due events.
@@ -88,7 +85,7 @@ func (s *Store) MarkSent(ctx context.Context, id uuid.UUID) error {
 		return fmt.Errorf("marking outbox event %s sent: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("marking outbox event %s sent: %w", id, ErrLeaseLost)
+		return fmt.Errorf("marking outbox event %s sent: %w", id, lease.ErrLost)
 	}
 	return nil
 }
@@ -97,27 +94,12 @@ func (s *Store) MarkSent(ctx context.Context, id uuid.UUID) error {
 // (RETRY, or MANUAL past the cap).
 func (s *Store) MarkRetry(ctx context.Context, id uuid.UUID, attempt int, sendErr error) (string, error) {
 	var status string
-	err := s.Pool.QueryRow(ctx, qRetry, id, s.Owner, interval(Backoff(attempt)), sendErr.Error(), s.MaxAttempts).Scan(&status)
+	err := s.Pool.QueryRow(ctx, qRetry, id, s.Owner, interval(lease.Backoff(attempt)), sendErr.Error(), s.MaxAttempts).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("scheduling retry of outbox event %s: %w", id, ErrLeaseLost)
+		return "", fmt.Errorf("scheduling retry of outbox event %s: %w", id, lease.ErrLost)
 	}
 	if err != nil {
 		return "", fmt.Errorf("scheduling retry of outbox event %s: %w", id, err)
 	}
 	return status, nil
-}
-
-// Backoff is the delay before attempt+1: exponential from 200 ms, capped at
-// one minute, with ±20 % jitter so relays do not retry in step.
-func Backoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	d := 200 * time.Millisecond
-	for i := 1; i < attempt && d < time.Minute; i++ {
-		d *= 2
-	}
-	d = min(d, time.Minute)
-	jitter := 0.8 + 0.4*rand.Float64() //nolint:gosec // jitter, not a secret
-	return time.Duration(float64(d) * jitter)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/lease"
 	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
@@ -54,7 +55,7 @@ func TestClaimSendSettle(t *testing.T) {
 	require.Equal(t, "SENT", st)
 
 	other := &outbox.Store{Pool: pool, Owner: "relay-b", Lease: time.Second, MaxAttempts: 3}
-	require.ErrorIs(t, other.MarkSent(ctx, evs[1]), outbox.ErrLeaseLost, "only the lease owner settles")
+	require.ErrorIs(t, other.MarkSent(ctx, evs[1]), lease.ErrLost, "only the lease owner settles")
 
 	next, err := s.MarkRetry(ctx, evs[1], 1, errors.New("send timeout"))
 	require.NoError(t, err)
@@ -81,7 +82,7 @@ func TestExpiredLeaseIsReclaimedAndCapGoesManual(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, c, 1)
 	require.Equal(t, 2, c[0].Attempt)
-	require.ErrorIs(t, dead.MarkSent(ctx, ev), outbox.ErrLeaseLost, "a stale relay cannot overwrite")
+	require.ErrorIs(t, dead.MarkSent(ctx, ev), lease.ErrLost, "a stale relay cannot overwrite")
 	next, err := live.MarkRetry(ctx, ev, c[0].Attempt, errors.New("broker down"))
 	require.NoError(t, err)
 	require.Equal(t, "MANUAL", next, "after the cap the event waits for a person, it is not dropped")
@@ -131,16 +132,4 @@ func TestConcurrentRelaysNeverShareAnEvent(t *testing.T) {
 	var sent int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox WHERE status = 'SENT'`).Scan(&sent))
 	require.Equal(t, 500, sent)
-}
-
-func TestBackoff(t *testing.T) {
-	for _, c := range []struct {
-		attempt  int
-		low, top time.Duration
-	}{{0, 160 * time.Millisecond, 240 * time.Millisecond}, {1, 160 * time.Millisecond, 240 * time.Millisecond},
-		{3, 640 * time.Millisecond, 960 * time.Millisecond}, {30, 48 * time.Second, 72 * time.Second}} {
-		d := outbox.Backoff(c.attempt)
-		require.GreaterOrEqual(t, d, c.low, "attempt %d", c.attempt)
-		require.LessOrEqual(t, d, c.top, "attempt %d", c.attempt)
-	}
 }

@@ -25,6 +25,9 @@ CREATE TABLE inventory_reservation (
     activity_id       bigint      NOT NULL,
     sku_id            bigint      NOT NULL,
     user_id           bigint      NOT NULL,
+    -- The Redis stock bucket the reservation was taken from (-1: unbucketed):
+    -- compensation and projection find its keys through it.
+    bucket            integer     NOT NULL DEFAULT -1,
     message_id        uuid        NOT NULL,
     order_id          uuid,
     status            varchar(32) NOT NULL,
@@ -38,7 +41,8 @@ CREATE TABLE inventory_reservation (
     UNIQUE (user_id, request_id),
     CONSTRAINT ck_inventory_reservation_status CHECK (status IN (
         'RESERVED', 'ORDER_CREATED', 'ORDER_REJECTED', 'COMPENSATING',
-        'COMPENSATED', 'CANCELLED', 'MANUAL_REVIEW'))
+        'COMPENSATED', 'CANCELLED', 'MANUAL_REVIEW')),
+    CONSTRAINT ck_inventory_reservation_bucket CHECK (bucket >= -1 AND bucket < 64)
 );
 CREATE INDEX idx_inventory_reservation_reconcile
     ON inventory_reservation (status, updated_at, reservation_id);

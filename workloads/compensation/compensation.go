@@ -1,0 +1,160 @@
+// Package compensation restores Redis stock for reservations that
+// PostgreSQL rejected (seed §9.6, §9.7): a persisted decision first (the CAS
+// ORDER_REJECTED → COMPENSATING), then the conditional Lua, then
+// COMPENSATED and the task APPLIED in one transaction. A crash anywhere is
+// repaired by running the same steps again with the same compensation id.
+package compensation
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckill/seckill-operator/workloads/lease"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+func mustSQL(name string) string {
+	b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
+	if err != nil {
+		panic(fmt.Sprintf("compensation: missing embedded query %s: %v", name, err))
+	}
+	return string(b)
+}
+
+var (
+	qClaim     = mustSQL("claim")
+	qAuthorize = mustSQL("authorize")
+	qComplete  = mustSQL("complete")
+	qApplied   = mustSQL("applied")
+	qSettle    = mustSQL("settle")
+)
+
+// Task is one claimed compensation task.
+type Task struct {
+	TaskID         uuid.UUID
+	ReservationID  uuid.UUID
+	CompensationID string
+	Attempt        int
+	Slot           redisstore.Slot
+}
+
+// Worker runs compensation tasks.
+type Worker struct {
+	Pool        *pgxpool.Pool
+	Redis       *redisstore.Store
+	Owner       string
+	Lease       time.Duration
+	MaxAttempts int
+	TerminalTTL time.Duration
+	Now         func() time.Time
+	// Failpoint, when set, is called at after_compensation_lua (seed §13.3).
+	Failpoint func(name string) error
+}
+
+// Outcomes of one task.
+const (
+	OutcomeApplied = "APPLIED" // Redis restored now, or found restored (ALREADY_COMPENSATED)
+	OutcomeManual  = "MANUAL"  // needs a person or the reconcile job; never a blind INCR
+	OutcomeRetry   = "RETRY"   // transient failure; same compensation id next time
+)
+
+// Claim leases up to limit due tasks.
+func (w *Worker) Claim(ctx context.Context, limit int) ([]Task, error) {
+	rows, err := w.Pool.Query(ctx, qClaim, limit, w.Owner, fmt.Sprintf("%d milliseconds", w.Lease.Milliseconds()))
+	if err != nil {
+		return nil, fmt.Errorf("claiming compensation tasks: %w", err)
+	}
+	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) {
+		var t Task
+		var activity, sku int64
+		var bucket int
+		err := r.Scan(&t.TaskID, &t.ReservationID, &t.CompensationID, &t.Attempt, &activity, &sku, &bucket)
+		t.Slot = redisstore.Slot{ActivityID: activity, SKUID: sku, Bucket: bucket}
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claiming compensation tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// Run carries one claimed task as far as it can go and returns its outcome
+// with the Lua's reason.
+func (w *Worker) Run(ctx context.Context, t Task) (string, string, error) {
+	var status string
+	if err := w.Pool.QueryRow(ctx, qAuthorize, t.ReservationID).Scan(&status); err != nil {
+		return w.settle(ctx, t, OutcomeRetry, "AUTHORIZE_FAILED", err)
+	}
+	if status != "COMPENSATING" {
+		// Not authorized: an order exists or the state moved elsewhere.
+		return w.settle(ctx, t, OutcomeManual, "STATE_CONFLICT:"+status, nil)
+	}
+	now := time.Now()
+	if w.Now != nil {
+		now = w.Now()
+	}
+	res, err := w.Redis.Compensate(ctx, t.Slot, t.ReservationID, t.CompensationID, now, w.TerminalTTL)
+	if err != nil {
+		// Unknown: the Lua may have run. The same id next time is safe.
+		return w.settle(ctx, t, OutcomeRetry, "REDIS_UNKNOWN", err)
+	}
+	if !res.OK() {
+		// RESERVATION_MISSING, ORDER_ALREADY_EXISTS, mismatches, id conflicts:
+		// evidence for the reconcile job or a person.
+		return w.settle(ctx, t, OutcomeManual, res.Reason, nil)
+	}
+	if w.Failpoint != nil {
+		if err := w.Failpoint("after_compensation_lua"); err != nil {
+			return OutcomeRetry, res.Reason, err
+		}
+	}
+	if err := w.complete(ctx, t, res.Reason); err != nil {
+		return OutcomeRetry, res.Reason, err
+	}
+	return OutcomeApplied, res.Reason, nil
+}
+
+func (w *Worker) complete(ctx context.Context, t Task, result string) error {
+	return pgx.BeginTxFunc(ctx, w.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, qComplete, t.ReservationID); err != nil {
+			return fmt.Errorf("marking reservation %s compensated: %w", t.ReservationID, err)
+		}
+		tag, err := tx.Exec(ctx, qApplied, t.TaskID, w.Owner, result)
+		if err != nil {
+			return fmt.Errorf("marking task %s applied: %w", t.TaskID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			// Another worker took the task over; it completes it (its Lua
+			// answers ALREADY_COMPENSATED). Roll back so the states stay together.
+			return fmt.Errorf("marking task %s applied: %w", t.TaskID, lease.ErrLost)
+		}
+		return nil
+	})
+}
+
+func (w *Worker) settle(ctx context.Context, t Task, outcome, reason string, cause error) (string, string, error) {
+	msg := ""
+	if cause != nil {
+		msg = cause.Error()
+	}
+	var status string
+	err := w.Pool.QueryRow(ctx, qSettle, t.TaskID, w.Owner, outcome,
+		fmt.Sprintf("%d milliseconds", lease.Backoff(t.Attempt).Milliseconds()), reason, msg, w.MaxAttempts).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return outcome, reason, fmt.Errorf("settling task %s: %w", t.TaskID, lease.ErrLost)
+	}
+	if err != nil {
+		return outcome, reason, fmt.Errorf("settling task %s: %w", t.TaskID, err)
+	}
+	return status, reason, cause
+}

@@ -1,0 +1,18 @@
+-- CompensationClaimBatch (seed §9.7): lease due tasks with SKIP LOCKED;
+-- an expired CLAIMED lease is reclaimed (the worker died mid-way).
+-- $1 limit, $2 lease owner, $3 lease duration.
+WITH candidates AS (
+    SELECT task_id
+    FROM compensation_task
+    WHERE (status IN ('PENDING', 'RETRY') OR (status = 'CLAIMED' AND lease_until < clock_timestamp()))
+      AND next_retry_at <= clock_timestamp()
+    ORDER BY next_retry_at, created_at
+    FOR UPDATE SKIP LOCKED
+    LIMIT $1
+)
+UPDATE compensation_task AS t
+SET status = 'CLAIMED', lease_owner = $2, lease_until = clock_timestamp() + $3::interval,
+    attempt_count = attempt_count + 1, updated_at = clock_timestamp()
+FROM candidates AS c, inventory_reservation AS r
+WHERE t.task_id = c.task_id AND r.reservation_id = t.reservation_id
+RETURNING t.task_id, t.reservation_id, t.idempotency_key, t.attempt_count, r.activity_id, r.sku_id, r.bucket;

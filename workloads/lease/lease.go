@@ -1,0 +1,28 @@
+// Package lease holds what every leased worker shares (outbox relay,
+// compensator, send-scanner): the lost-lease error and the retry backoff.
+package lease
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// ErrLost means another worker owns the item now; the caller drops it (the
+// owner finishes it, and every step is idempotent).
+var ErrLost = errors.New("lease lost")
+
+// Backoff is the delay before attempt+1: exponential from 200 ms, capped at
+// one minute, with ±20 % jitter so workers do not retry in step.
+func Backoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := 200 * time.Millisecond
+	for i := 1; i < attempt && d < time.Minute; i++ {
+		d *= 2
+	}
+	d = min(d, time.Minute)
+	jitter := 0.8 + 0.4*rand.Float64() //nolint:gosec // jitter, not a secret
+	return time.Duration(float64(d) * jitter)
+}

@@ -74,6 +74,8 @@ type Consumer struct {
 	Group string
 	// PaymentWindow is how long a new order waits for payment.
 	PaymentWindow time.Duration
+	// EventsTopic is where the outbox events go (default names.TopicOrderEvents).
+	EventsTopic string
 	// Now is the clock (injectable for tests).
 	Now func() time.Time
 	// Failpoint, when set, is called at the named points of seed §13.3
@@ -87,6 +89,13 @@ func (c *Consumer) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
+}
+
+func (c *Consumer) eventsTopic() string {
+	if c.EventsTopic != "" {
+		return c.EventsTopic
+	}
+	return names.TopicOrderEvents
 }
 
 func (c *Consumer) fail(name string) error {
@@ -235,7 +244,7 @@ func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.Ord
 		"order_id": orderID, "reservation_id": msg.ReservationID, "activity_id": msg.ActivityID,
 		"sku_id": msg.SKUID, "user_id": msg.UserID, "bucket": msg.Bucket, "trace": msg.Trace})
 	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), "ORDER", msg.ReservationID, events.TypeOrderCreated,
-		names.TopicOrderEvents, payload); err != nil {
+		c.eventsTopic(), payload); err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("writing ORDER_CREATED outbox event: %w", err)
 	}
 	return Outcome{Action: Ack, Result: ResultOrderCreated, OrderID: orderID}, nil
@@ -257,7 +266,7 @@ func (c *Consumer) reject(ctx context.Context, tx pgx.Tx, msg events.OrderCreate
 		"reservation_id": msg.ReservationID, "activity_id": msg.ActivityID, "sku_id": msg.SKUID,
 		"user_id": msg.UserID, "bucket": msg.Bucket, "reason": reason, "trace": msg.Trace})
 	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), "RESERVATION", msg.ReservationID, events.TypeOrderRejected,
-		names.TopicOrderEvents, payload); err != nil {
+		c.eventsTopic(), payload); err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("writing rejection outbox event: %w", err)
 	}
 	return Outcome{Action: Ack, Result: ResultOrderRejected, Reason: reason}, nil

@@ -1,0 +1,248 @@
+// Package pipeline runs the workers of the order pipeline as loops: the
+// order consumer (RocketMQ → PostgreSQL), the outbox relay (PostgreSQL →
+// RocketMQ), the projector (order events → Redis) and the compensator
+// (rejections → Redis). Each loop stops when its context ends.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckill/seckill-operator/workloads/compensation"
+	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/mq"
+	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/outbox"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+// idle waits between empty polls, returning false when ctx is done.
+func idle(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// OrderConsumer feeds order-create messages to the order transaction.
+type OrderConsumer struct {
+	MQ        *mq.Consumer
+	Store     *orderstore.Consumer
+	Topic     string
+	Invisible time.Duration
+	Log       *slog.Logger
+}
+
+// Run consumes until ctx ends.
+func (c *OrderConsumer) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		ds, err := c.MQ.Receive(ctx, 16, c.Invisible)
+		if err != nil {
+			c.Log.Warn("receive failed", "error", err)
+			idle(ctx, time.Second)
+			continue
+		}
+		for _, d := range ds {
+			c.handle(ctx, d)
+		}
+	}
+	return nil
+}
+
+func (c *OrderConsumer) handle(ctx context.Context, d mq.Delivery) {
+	msg, err := events.ParseOrderCreateRequested(d.Body)
+	if err != nil {
+		var ie *events.InvalidError
+		reason := events.ReasonMalformed
+		if errors.As(err, &ie) {
+			reason = ie.Reason
+		}
+		c.quarantine(ctx, d, nil, reason, err.Error())
+		return
+	}
+	out, err := c.Store.Consume(ctx, msg, d.Body)
+	switch out.Action {
+	case orderstore.Ack:
+		if err := c.MQ.Ack(ctx, d); err != nil {
+			c.Log.Warn("ack failed; the redelivery is answered by the inbox", "message_id", msg.MessageID, "error", err)
+		}
+	case orderstore.Manual:
+		c.quarantine(ctx, d, &msg.MessageID, "CONFLICT", err.Error())
+	default: // Retry: nothing committed or unknown; never compensated here.
+		c.Log.Warn("order transaction not committed; redelivery", "message_id", msg.MessageID, "error", err)
+		_ = c.MQ.Retry(d, time.Second)
+	}
+}
+
+// quarantine keeps the message with its evidence, then acknowledges it: it
+// is out of the retry loop, not a success.
+func (c *OrderConsumer) quarantine(ctx context.Context, d mq.Delivery, id *uuid.UUID, reason, detail string) {
+	err := orderstore.Quarantine(ctx, c.Store.Pool, orderstore.Quarantined{Group: c.Store.Group, Topic: d.Topic,
+		BrokerMessageID: d.BrokerID, MessageID: id, Reason: reason, Detail: detail, Payload: d.Body})
+	if err != nil {
+		c.Log.Error("quarantine failed; message left for redelivery", "broker_message_id", d.BrokerID, "error", err)
+		_ = c.MQ.Retry(d, 5*time.Second)
+		return
+	}
+	c.Log.Warn("message quarantined", "broker_message_id", d.BrokerID, "reason", reason, "detail", detail)
+	_ = c.MQ.Ack(ctx, d)
+}
+
+// Relay sends outbox events.
+type Relay struct {
+	Store    *outbox.Store
+	Producer *mq.Producer
+	Batch    int
+	Log      *slog.Logger
+}
+
+// Run relays until ctx ends.
+func (r *Relay) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		evs, err := r.Store.Claim(ctx, r.Batch)
+		if err != nil {
+			r.Log.Warn("claim failed", "error", err)
+			idle(ctx, time.Second)
+			continue
+		}
+		if len(evs) == 0 {
+			idle(ctx, 50*time.Millisecond)
+			continue
+		}
+		for _, e := range evs {
+			m := mq.Message{Topic: e.Topic, MessageID: e.EventID.String(), Key: e.MessageKey, Tag: e.EventType, Body: e.Payload}
+			if e.DeliverAt != nil {
+				m.DeliverAt = *e.DeliverAt
+			}
+			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err := r.Producer.Send(sctx, m)
+			cancel()
+			if err != nil {
+				// Unknown is not failure: retried with the same event id.
+				if _, rerr := r.Store.MarkRetry(ctx, e.EventID, e.Attempt, err); rerr != nil {
+					r.Log.Warn("retry not recorded", "event_id", e.EventID, "error", rerr)
+				}
+				continue
+			}
+			if err := r.Store.MarkSent(ctx, e.EventID); err != nil {
+				r.Log.Warn("sent but not marked; it will be sent again", "event_id", e.EventID, "error", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Projector applies order events to the Redis projection.
+type Projector struct {
+	MQ        *mq.Consumer
+	Redis     *redisstore.Store
+	Pool      *pgxpool.Pool
+	Group     string
+	Invisible time.Duration
+	Log       *slog.Logger
+}
+
+type orderEvent struct {
+	EventType     string    `json:"event_type"`
+	OrderID       uuid.UUID `json:"order_id"`
+	ReservationID uuid.UUID `json:"reservation_id"`
+	ActivityID    int64     `json:"activity_id"`
+	SKUID         int64     `json:"sku_id"`
+	Bucket        int       `json:"bucket"`
+}
+
+// Run projects until ctx ends.
+func (p *Projector) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		ds, err := p.MQ.Receive(ctx, 16, p.Invisible)
+		if err != nil {
+			p.Log.Warn("receive failed", "error", err)
+			idle(ctx, time.Second)
+			continue
+		}
+		for _, d := range ds {
+			p.handle(ctx, d)
+		}
+	}
+	return nil
+}
+
+func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
+	var ev orderEvent
+	eventID, idErr := uuid.Parse(d.MessageID)
+	if err := json.Unmarshal(d.Body, &ev); err != nil || idErr != nil || ev.ReservationID == uuid.Nil {
+		detail := fmt.Sprintf("event body or id unreadable: %v %v", err, idErr)
+		if qerr := orderstore.Quarantine(ctx, p.Pool, orderstore.Quarantined{Group: p.Group, Topic: d.Topic,
+			BrokerMessageID: d.BrokerID, Reason: events.ReasonMalformed, Detail: detail, Payload: d.Body}); qerr != nil {
+			_ = p.MQ.Retry(d, 5*time.Second)
+			return
+		}
+		_ = p.MQ.Ack(ctx, d)
+		return
+	}
+	slot := redisstore.Slot{ActivityID: ev.ActivityID, SKUID: ev.SKUID, Bucket: ev.Bucket}
+	result := "IGNORED"
+	switch ev.EventType {
+	case events.TypeOrderCreated:
+		res, err := p.Redis.ProjectOrderCreated(ctx, slot, ev.ReservationID, ev.OrderID, time.Now())
+		if err != nil {
+			_ = p.MQ.Retry(d, time.Second)
+			return
+		}
+		result = res.Reason
+		if !res.OK() {
+			// Missing or conflicting projection: the reconcile job rebuilds it
+			// from PostgreSQL (seed §11.5 row 1); recorded, not retried forever.
+			p.Log.Warn("projection refused", "reservation_id", ev.ReservationID, "reason", res.Reason)
+		}
+	case events.TypeOrderRejected:
+		// The compensator restores the stock; nothing to project.
+		result = "NOT_PROJECTED"
+	}
+	if err := orderstore.RecordProjection(ctx, p.Pool, p.Group, d.Topic, ev.EventType, eventID, ev.ReservationID, d.Body, result); err != nil {
+		_ = p.MQ.Retry(d, time.Second)
+		return
+	}
+	_ = p.MQ.Ack(ctx, d)
+}
+
+// Compensator runs compensation tasks.
+type Compensator struct {
+	Worker *compensation.Worker
+	Batch  int
+	Log    *slog.Logger
+}
+
+// Run compensates until ctx ends.
+func (c *Compensator) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		tasks, err := c.Worker.Claim(ctx, c.Batch)
+		if err != nil {
+			c.Log.Warn("claim failed", "error", err)
+			idle(ctx, time.Second)
+			continue
+		}
+		if len(tasks) == 0 {
+			idle(ctx, 50*time.Millisecond)
+			continue
+		}
+		for _, t := range tasks {
+			outcome, reason, err := c.Worker.Run(ctx, t)
+			if err != nil || outcome != compensation.OutcomeApplied {
+				c.Log.Warn("compensation not applied", "reservation_id", t.ReservationID, "outcome", outcome, "reason", reason, "error", err)
+			}
+		}
+	}
+	return nil
+}

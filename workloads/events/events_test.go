@@ -80,3 +80,21 @@ func FuzzParseOrderCreateRequested(f *testing.F) {
 		require.True(t, m.BusinessDeadline.After(m.ReservedAt))
 	})
 }
+
+func TestFromReservationHashMatchesTheFirstSend(t *testing.T) {
+	rid, mid, req := uuid.New(), uuid.New(), uuid.New()
+	first := NewOrderCreateRequested(rid, mid, req, 1001, 90001, 7, 2, 1782360000123, 1782360300123, "tr")
+	h := map[string]string{"reservation_id": rid.String(), "message_id": mid.String(), "request_id": req.String(),
+		"activity_id": "1001", "sku_id": "90001", "user_id": "7", "bucket": "2",
+		"reserved_at_ms": "1782360000123", "business_deadline_ms": "1782360300123", "trace_id": "tr"}
+	again, err := FromReservationHash(h)
+	require.NoError(t, err)
+	a, _ := first.Marshal()
+	b, _ := again.Marshal()
+	require.Equal(t, string(a), string(b), "a resend is byte-identical, so its payload hash matches")
+	_, err = ParseOrderCreateRequested(a)
+	require.NoError(t, err)
+	h["user_id"] = "x"
+	_, err = FromReservationHash(h)
+	require.Error(t, err)
+}

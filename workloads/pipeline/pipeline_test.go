@@ -36,12 +36,20 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	return n
 }
 
-// A whole sale through the real pipeline: Redis holds more stock (30) than
-// PostgreSQL (25), 100 buyers with client retries; every accepted reservation
-// ends ORDER_CREATED or COMPENSATED, and the invariants hold.
-func TestWholeSaleThroughThePipeline(t *testing.T) {
+type harness struct {
+	ctx      context.Context
+	pool     *pgxpool.Pool
+	rs       *redisstore.Store
+	ring     *ids.Keyring
+	producer *mq.Producer
+	activity int64
+}
+
+// start provisions a SKU (PostgreSQL and Redis buckets) and runs every worker
+// of the pipeline in-process against the real servers until the test ends.
+func start(t *testing.T, pgStock, redisStock int) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	endpoint := testenv.Get(t, "SECKILL_RMQ_ENDPOINT")
 	pool := testenv.Database(t)
@@ -49,26 +57,21 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 	require.NoError(t, redisstore.LoadScripts(ctx, rdb))
 	rs := redisstore.New(rdb)
 	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("pipeline-test-key-0123456789abcdef")})
-
 	activity := time.Now().UnixNano() % 1_000_000_000_000
-	const pgStock, redisStock, buyers = 25, 30, 100
 	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, $2, $3, $3)`, activity, sku, pgStock)
 	require.NoError(t, err)
-	for _, sl := range redisstore.Slots(activity, sku, buckets) {
-		_, _, err := rs.Provision(ctx, sl, redisStock/buckets, 1)
+	slots := redisstore.Slots(activity, sku, buckets)
+	for _, sl := range slots {
+		_, _, err := rs.Provision(ctx, sl, int64(redisStock/buckets), 1)
 		require.NoError(t, err)
 		require.NoError(t, rs.SetWindow(ctx, sl, redisstore.WindowActive))
 	}
-
 	producer, err := mq.NewProducer(endpoint, topicCreate, topicEvents)
 	require.NoError(t, err)
-	defer producer.Close()
 	orderMQ, err := mq.NewConsumer(endpoint, "seckill-test-consumer", topicCreate)
 	require.NoError(t, err)
-	defer orderMQ.Close()
 	projMQ, err := mq.NewConsumer(endpoint, "seckill-test-projector", topicEvents)
 	require.NoError(t, err)
-	defer projMQ.Close()
 
 	workers := []interface{ Run(context.Context) error }{
 		&pipeline.OrderConsumer{MQ: orderMQ, Topic: topicCreate, Invisible: 10 * time.Second, Log: log,
@@ -80,14 +83,87 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 		&pipeline.Projector{MQ: projMQ, Redis: rs, Pool: pool, Group: "seckill-test-projector", Invisible: 10 * time.Second, Log: log},
 		&pipeline.Compensator{Batch: 16, Log: log, Worker: &compensation.Worker{Pool: pool, Redis: rs, Owner: "comp-1",
 			Lease: 30 * time.Second, MaxAttempts: 10, TerminalTTL: time.Hour}},
+		&pipeline.SendScanner{Redis: rs, Producer: producer, Topic: topicCreate, Slots: slots, Lease: 5 * time.Second, Batch: 32, Log: log},
+		&pipeline.SendScanner{Redis: rs, Producer: producer, Topic: topicCreate, Slots: slots, Lease: 5 * time.Second, Batch: 32, Log: log},
 	}
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = w.Run(ctx) }()
 	}
-	defer wg.Wait()
-	defer cancel()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		_ = orderMQ.Close()
+		_ = projMQ.Close()
+		_ = producer.Close()
+	})
+	return &harness{ctx: ctx, pool: pool, rs: rs, ring: ring, producer: producer, activity: activity}
+}
+
+// reserve runs the reserve script for a new request of user; send says
+// whether the "gateway" sends at once and, ack, whether it records the send.
+func (h *harness) reserve(t *testing.T, user int64, send, ack bool) (redisstore.ReserveRequest, bool) {
+	t.Helper()
+	sl := redisstore.BucketSlot(h.activity, sku, int(user)%buckets)
+	req := ids.NewRandom()
+	rid := h.ring.ReservationID(ids.ReservationKey{ActivityID: h.activity, SKUID: sku, UserID: user, RequestID: req})
+	mid, _ := h.ring.MessageID(rid, 1)
+	now := time.UnixMilli(time.Now().UnixMilli())
+	r := redisstore.ReserveRequest{Slot: sl, ReservationID: rid, MessageID: mid, RequestID: req, UserID: user,
+		Now: now, BusinessDeadline: now.Add(5 * time.Minute), SendDue: now.Add(2 * time.Second),
+		RequestTTL: time.Minute, SchemaVersion: 1, KeyVersion: 1, TraceID: "t"}
+	res, err := h.rs.Reserve(h.ctx, r)
+	require.NoError(t, err)
+	if res.Code != redisstore.ReserveOK {
+		return r, false
+	}
+	if send {
+		body, _ := events.NewOrderCreateRequested(rid, mid, req, h.activity, sku, user, sl.Bucket,
+			now.UnixMilli(), r.BusinessDeadline.UnixMilli(), "t").Marshal()
+		_, err := h.producer.Send(h.ctx, mq.Message{Topic: topicCreate, MessageID: mid.String(), Key: rid.String(),
+			Tag: events.TypeOrderCreateRequested, Body: body})
+		if err == nil && ack {
+			_, _ = h.rs.AckSend(h.ctx, sl, rid, r.SendDue.UnixMilli(), time.Now())
+		}
+	}
+	return r, true
+}
+
+func (h *harness) counters(t *testing.T) redisstore.Counters {
+	t.Helper()
+	var c redisstore.Counters
+	for _, sl := range redisstore.Slots(h.activity, sku, buckets) {
+		x, err := h.rs.ReadCounters(h.ctx, sl)
+		require.NoError(t, err)
+		c = c.Add(x)
+	}
+	return c
+}
+
+// checkInvariants asserts seed §13.4 and DESIGN §4 after convergence.
+func (h *harness) checkInvariants(t *testing.T, orders int) {
+	t.Helper()
+	pool := h.pool
+	require.Equal(t, orders, count(t, pool, `SELECT count(*) FROM orders WHERE activity_id = $1`, h.activity))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM (SELECT user_id FROM orders GROUP BY activity_id, sku_id, user_id HAVING count(*) > 1) d`))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM (SELECT reservation_id FROM orders GROUP BY reservation_id HAVING count(*) > 1) d`))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM sku_inventory WHERE initial_stock <> available_stock + occupied_stock + sold_stock OR available_stock < 0`))
+	total := h.counters(t)
+	require.Zero(t, total.Delta(), "Redis conservation")
+	require.Zero(t, total.OpenReserved, "every reservation reached a terminal state")
+	var pgCommitted int64
+	require.NoError(t, pool.QueryRow(h.ctx, `SELECT occupied_stock + sold_stock FROM sku_inventory WHERE activity_id = $1`, h.activity).Scan(&pgCommitted))
+	require.Equal(t, pgCommitted, total.Committed, "Redis committed = PostgreSQL occupied + sold")
+}
+
+// A whole sale through the real pipeline: Redis holds more stock (30) than
+// PostgreSQL (25), 100 buyers with client retries; every accepted reservation
+// ends ORDER_CREATED or COMPENSATED, and the invariants hold.
+func TestWholeSaleThroughThePipeline(t *testing.T) {
+	const pgStock, redisStock, buyers = 25, 30, 100
+	h := start(t, pgStock, redisStock)
+	ctx, pool, rs, ring, producer, activity := h.ctx, h.pool, h.rs, h.ring, h.producer, h.activity
 
 	// The buyers: reserve (with a retry for every third), send at once with the fixed id.
 	var mu sync.Mutex
@@ -127,7 +203,7 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 	require.Len(t, accepted, redisStock, "Redis admits exactly its stock")
 
 	// A malformed message on the topic is quarantined, and the consumer keeps going.
-	_, err = producer.Send(ctx, mq.Message{Topic: topicCreate, MessageID: ids.NewRandom().String(), Body: []byte(`{"schema_version":9}`)})
+	_, err := producer.Send(ctx, mq.Message{Topic: topicCreate, MessageID: ids.NewRandom().String(), Body: []byte(`{"schema_version":9}`)})
 	require.NoError(t, err)
 
 	// Convergence: every accepted reservation reached a terminal state.
@@ -145,21 +221,38 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 			count(t, pool, `SELECT count(*) FROM message_quarantine WHERE reason_code = 'UNKNOWN_SCHEMA'`) >= 1
 	}, 120*time.Second, 200*time.Millisecond)
 
-	// Invariants.
-	require.Equal(t, pgStock, count(t, pool, `SELECT count(*) FROM orders WHERE activity_id = $1`, activity), "exactly the PostgreSQL stock is sold")
-	require.Zero(t, count(t, pool, `SELECT count(*) FROM (SELECT user_id FROM orders GROUP BY activity_id, sku_id, user_id HAVING count(*) > 1) d`))
-	require.Zero(t, count(t, pool, `SELECT count(*) FROM sku_inventory WHERE initial_stock <> available_stock + occupied_stock + sold_stock`))
+	// Invariants: exactly the PostgreSQL stock is sold, the rest compensated once.
+	h.checkInvariants(t, pgStock)
 	require.Equal(t, redisStock-pgStock, count(t, pool, `SELECT count(*) FROM compensation_task t JOIN inventory_reservation r USING (reservation_id) WHERE r.activity_id = $1 AND t.status = 'APPLIED'`, activity))
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM event_outbox WHERE status <> 'SENT'`))
-	var total redisstore.Counters
-	for _, sl := range redisstore.Slots(activity, sku, buckets) {
-		x, err := rs.ReadCounters(ctx, sl)
-		require.NoError(t, err)
-		total = total.Add(x)
-	}
-	require.Zero(t, total.Delta(), "Redis conservation")
-	var pgCommitted int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT occupied_stock + sold_stock FROM sku_inventory WHERE activity_id = $1`, activity).Scan(&pgCommitted))
-	require.Equal(t, pgCommitted, total.Committed, "Redis committed = PostgreSQL occupied + sold")
+	total := h.counters(t)
 	require.Equal(t, int64(redisStock-pgStock), total.Available, "the compensated units are sellable in Redis again")
+}
+
+// Seed §13.3 after_redis_reserve and after_mq_send_before_redis_mark: the
+// gateway died after the Lua (nothing sent) or after the broker accepted the
+// message but before send_due was acked. The scanner resends with the same
+// message id; the inbox turns the duplicate into the recorded outcome.
+func TestScannerRecoversGatewayCrashes(t *testing.T) {
+	h := start(t, 100, 99)
+	for u := range 10 {
+		_, ok := h.reserve(t, int64(5000+u), false, false) // crashed before the send
+		require.True(t, ok)
+	}
+	for u := range 10 {
+		_, ok := h.reserve(t, int64(6000+u), true, false) // crashed after the send
+		require.True(t, ok)
+	}
+	require.Eventually(t, func() bool {
+		c := h.counters(t)
+		return c.OpenReserved == 0 && c.Committed == 20
+	}, 90*time.Second, 200*time.Millisecond)
+	h.checkInvariants(t, 20)
+	require.Equal(t, 20, count(t, h.pool, `SELECT count(*) FROM consumer_inbox WHERE consumer_group = 'seckill-test-consumer' AND reservation_id IN (SELECT reservation_id FROM inventory_reservation WHERE activity_id = $1)`, h.activity))
+	require.Zero(t, count(t, h.pool, `SELECT count(*) FROM message_quarantine WHERE reason_code = 'CONFLICT'`), "a resend is byte-identical: no payload conflict")
+	for _, sl := range redisstore.Slots(h.activity, sku, buckets) {
+		n, err := h.rs.Client().ZCard(h.ctx, sl.SendDue()).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing left to send")
+	}
 }

@@ -38,11 +38,11 @@ RMQ="$ROOT/hack/rocketmq/rmq.sh"
 # Topics and consumer groups. Names are shared with the Go code through
 # workloads/names (keep both lists in step; a test checks that every topic the
 # code uses exists).
-TOPICS_NORMAL="seckill-order-create seckill-order-events seckill-test-normal seckill-test-order-create seckill-test-order-events"
+TOPICS_NORMAL="seckill-order-create seckill-order-events seckill-test-normal seckill-test-order-create seckill-test-order-events seckill-test-crash-create"
 TOPICS_DELAY="seckill-order-cancel seckill-test-delay"
 GROUPS_PROD="seckill-order-consumer seckill-projector seckill-canceller"
 GROUP_RETRIES=8
-GROUPS_TEST="seckill-test-group seckill-test-delay-group seckill-test-dlq-group seckill-test-consumer seckill-test-projector"
+GROUPS_TEST="seckill-test-group seckill-test-delay-group seckill-test-dlq-group seckill-test-consumer seckill-test-projector seckill-test-crash"
 TEST_GROUP_RETRIES=2
 
 log() { printf '[stack] %s\n' "$*" >&2; }

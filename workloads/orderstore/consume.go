@@ -80,7 +80,9 @@ type Consumer struct {
 	Now func() time.Time
 	// Failpoint, when set, is called at the named points of seed §13.3
 	// (after_inbox_insert, after_pg_stock_decrement, after_order_insert,
-	// during_commit_response); an error it returns aborts the step there.
+	// during_commit_response, after_pg_commit_before_ack); an error it
+	// returns aborts the step there. The failpoints build of the binary exits
+	// the process instead, like a kill -9.
 	Failpoint func(name string) error
 }
 
@@ -176,16 +178,17 @@ func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequeste
 	if _, err := tx.Exec(ctx, qInboxFinish, c.Group, msg.MessageID, out.Result, nullable(out.OrderID)); err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("finishing inbox row: %w", err)
 	}
-	if err := c.fail("during_commit_response"); err != nil {
-		// Simulates a lost COMMIT response: the transaction commits, the
-		// caller sees an error and must verify (seed §9.8).
-		if cerr := tx.Commit(ctx); cerr != nil {
-			return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, cerr)
-		}
-		return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, err)
-	}
 	if err := tx.Commit(ctx); err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, err)
+	}
+	if err := c.fail("during_commit_response"); err != nil {
+		// The COMMIT went through but its response is lost: the caller sees
+		// an error and must verify (seed §9.8).
+		return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, err)
+	}
+	if err := c.fail("after_pg_commit_before_ack"); err != nil {
+		// Committed, not acknowledged: the redelivery meets the inbox row.
+		return Outcome{Action: Retry}, err
 	}
 	return out, nil
 }

@@ -21,7 +21,14 @@ import (
 const usage = `usage: seckill <command> [flags]
 
 commands:
-  migrate    apply the embedded PostgreSQL migrations (DSN from $` + names.EnvPGDSN + ` or -dsn)
+  migrate      apply the embedded PostgreSQL migrations (DSN from $` + names.EnvPGDSN + ` or -dsn)
+  consumer     order consumer: order-create messages -> one PostgreSQL transaction each
+  relay        outbox relay: event_outbox -> RocketMQ
+  projector    order events -> Redis projection
+  compensator  rejected reservations -> Redis stock, once
+  scanner      send-scanner: resend reservations not known to be sent
+
+Run "seckill <command> -h" for its flags.
 `
 
 func main() {
@@ -35,6 +42,8 @@ func main() {
 	switch os.Args[1] {
 	case "migrate":
 		err = runMigrate(ctx, os.Args[2:])
+	case "consumer", "relay", "projector", "compensator", "scanner":
+		err = worker(ctx, os.Args[1], os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

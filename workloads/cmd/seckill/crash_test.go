@@ -1,0 +1,100 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/mq"
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+// buildFailpointBinary compiles this command with the failpoints tag.
+func buildFailpointBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "seckill")
+	out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+// Seed §13.3: the consumer process is killed at each failpoint of the order
+// transaction, restarted, and the pipeline converges to one order, one inbox
+// row, one ledger row — and conservation holds.
+func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
+	bin := buildFailpointBinary(t)
+	endpoint := testenv.Get(t, "SECKILL_RMQ_ENDPOINT")
+	producer, err := mq.NewProducer(endpoint, "seckill-test-crash-create")
+	require.NoError(t, err)
+	defer producer.Close()
+
+	for _, fp := range []string{"after_inbox_insert", "after_pg_stock_decrement", "after_order_insert", "during_commit_response", "after_pg_commit_before_ack"} {
+		t.Run(fp, func(t *testing.T) {
+			pool := testenv.Database(t)
+			ctx := context.Background()
+			activity := time.Now().UnixNano() % 1_000_000_000_000
+			_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, 1, 3, 3)`, activity)
+			require.NoError(t, err)
+			args := []string{"consumer", "-pg-dsn", pool.Config().ConnString(), "-rmq-endpoint", endpoint,
+				"-group", "seckill-test-crash", "-create-topic", "seckill-test-crash-create",
+				"-events-topic", "seckill-test-order-events", "-invisible", "2s"}
+
+			// The message.
+			rid := ids.NewRandom()
+			now := time.Now().UnixMilli()
+			msg := events.NewOrderCreateRequested(rid, ids.NewRandom(), ids.NewRandom(), activity, 1, 42, -1, now, now+300000, "t")
+			body, _ := msg.Marshal()
+			_, err = producer.Send(ctx, mq.Message{Topic: "seckill-test-crash-create", MessageID: msg.MessageID.String(),
+				Key: rid.String(), Tag: events.TypeOrderCreateRequested, Body: body})
+			require.NoError(t, err)
+
+			// First run: dies at the failpoint (exit 137, like kill -9).
+			crashing := exec.Command(bin, args...)
+			crashing.Env = append(os.Environ(), "SECKILL_FAILPOINTS="+fp)
+			var stderr bytes.Buffer
+			crashing.Stderr = &stderr
+			require.NoError(t, crashing.Start())
+			done := make(chan error, 1)
+			go func() { done <- crashing.Wait() }()
+			select {
+			case err := <-done:
+				var ee *exec.ExitError
+				require.True(t, errors.As(err, &ee), "exit: %v\n%s", err, stderr.String())
+				require.Equal(t, 137, ee.ExitCode(), stderr.String())
+			case <-time.After(90 * time.Second):
+				_ = crashing.Process.Kill()
+				t.Fatalf("the failpoint never fired:\n%s", stderr.String())
+			}
+			orders := func() int {
+				var n int
+				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE reservation_id = $1`, rid).Scan(&n))
+				return n
+			}
+			if fp != "during_commit_response" && fp != "after_pg_commit_before_ack" {
+				require.Zero(t, orders(), "a crash before COMMIT leaves nothing behind")
+			}
+
+			// Restart without failpoints: the redelivery converges.
+			restarted := exec.Command(bin, args...)
+			require.NoError(t, restarted.Start())
+			defer func() { _ = restarted.Process.Kill(); _ = restarted.Wait() }()
+			require.Eventually(t, func() bool { return orders() == 1 }, 90*time.Second, 200*time.Millisecond)
+			var inbox, ledger, conserved int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM consumer_inbox WHERE message_id = $1),
+				(SELECT count(*) FROM inventory_ledger WHERE reservation_id = $2),
+				(SELECT count(*) FROM sku_inventory WHERE activity_id = $3 AND available_stock = 2 AND occupied_stock = 1)`,
+				msg.MessageID, rid, activity).Scan(&inbox, &ledger, &conserved))
+			require.Equal(t, []int{1, 1, 1}, []int{inbox, ledger, conserved})
+		})
+	}
+}

@@ -1,0 +1,162 @@
+// Package config reads the workloads' configuration from flags with
+// environment defaults (names.Env*), and refuses what is missing or malformed
+// with one clear message per problem.
+package config
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+// Common is what every workload needs.
+type Common struct {
+	PGDSN       string
+	RedisAddrs  string
+	RedisMode   string
+	RedisMaster string
+	RMQEndpoint string
+	ActivityID  int64
+	// SKUs is "sku:buckets,sku:buckets".
+	SKUs string
+	// IDKeys is "version:hexkey,..."; IDKeyCurrent the version for new ids.
+	IDKeys       string
+	IDKeyCurrent int
+}
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Bind registers the common flags on fs.
+func (c *Common) Bind(fs *flag.FlagSet) {
+	fs.StringVar(&c.PGDSN, "pg-dsn", env(names.EnvPGDSN, ""), "PostgreSQL DSN ($"+names.EnvPGDSN+")")
+	fs.StringVar(&c.RedisAddrs, "redis-addrs", env(names.EnvRedisAddrs, ""), "comma-separated Redis host:port ($"+names.EnvRedisAddrs+")")
+	fs.StringVar(&c.RedisMode, "redis-mode", env(names.EnvRedisMode, "single"), "single, sentinel or cluster ($"+names.EnvRedisMode+")")
+	fs.StringVar(&c.RedisMaster, "redis-master", env(names.EnvRedisMaster, ""), "Sentinel master name ($"+names.EnvRedisMaster+")")
+	fs.StringVar(&c.RMQEndpoint, "rmq-endpoint", env(names.EnvRMQEndpoint, ""), "RocketMQ proxy gRPC host:port ($"+names.EnvRMQEndpoint+")")
+	act, _ := strconv.ParseInt(env(names.EnvActivityID, "0"), 10, 64)
+	fs.Int64Var(&c.ActivityID, "activity-id", act, "activity id ($"+names.EnvActivityID+")")
+	fs.StringVar(&c.SKUs, "skus", env("SECKILL_SKUS", ""), "sku:buckets,... of the activity ($SECKILL_SKUS)")
+	fs.StringVar(&c.IDKeys, "id-keys", env(names.EnvIDKeys, ""), "HMAC keys version:hex,... ($"+names.EnvIDKeys+")")
+	cur, _ := strconv.Atoi(env(names.EnvIDKeyCurrent, "1"))
+	fs.IntVar(&c.IDKeyCurrent, "id-key-current", cur, "key version for new ids ($"+names.EnvIDKeyCurrent+")")
+}
+
+// Need lists the settings a workload requires; Check reports every missing one.
+type Need struct{ PG, Redis, RMQ, Slots, Keys bool }
+
+// Check validates the settings that n names.
+func (c *Common) Check(n Need) error {
+	var errs []error
+	if n.PG && c.PGDSN == "" {
+		errs = append(errs, errors.New("-pg-dsn is required"))
+	}
+	if n.Redis {
+		if c.RedisAddrs == "" {
+			errs = append(errs, errors.New("-redis-addrs is required"))
+		}
+		switch c.RedisMode {
+		case "single", "cluster":
+		case "sentinel":
+			if c.RedisMaster == "" {
+				errs = append(errs, errors.New("-redis-master is required in sentinel mode"))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("-redis-mode %q: want single, sentinel or cluster", c.RedisMode))
+		}
+	}
+	if n.RMQ && c.RMQEndpoint == "" {
+		errs = append(errs, errors.New("-rmq-endpoint is required"))
+	}
+	if n.Slots {
+		if c.ActivityID <= 0 {
+			errs = append(errs, errors.New("-activity-id must be positive"))
+		}
+		if _, err := c.Slots(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n.Keys {
+		if _, err := c.Keyring(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Slots parses -skus into the activity's Redis slots.
+func (c *Common) Slots() ([]redisstore.Slot, error) {
+	if c.SKUs == "" {
+		return nil, errors.New("-skus is required (sku:buckets,...)")
+	}
+	var out []redisstore.Slot
+	for _, part := range strings.Split(c.SKUs, ",") {
+		skuStr, bStr, ok := strings.Cut(strings.TrimSpace(part), ":")
+		sku, err1 := strconv.ParseInt(skuStr, 10, 64)
+		b, err2 := strconv.Atoi(bStr)
+		if !ok || err1 != nil || err2 != nil || sku <= 0 || b < 1 || b > 64 {
+			return nil, fmt.Errorf("-skus entry %q: want sku:buckets with sku > 0 and 1 <= buckets <= 64", part)
+		}
+		out = append(out, redisstore.Slots(c.ActivityID, sku, b)...)
+	}
+	return out, nil
+}
+
+// Keyring parses -id-keys.
+func (c *Common) Keyring() (*ids.Keyring, error) {
+	if c.IDKeys == "" {
+		return nil, errors.New("-id-keys is required (version:hexkey,...)")
+	}
+	keys := map[byte][]byte{}
+	for _, part := range strings.Split(c.IDKeys, ",") {
+		vStr, hexKey, ok := strings.Cut(strings.TrimSpace(part), ":")
+		v, err := strconv.Atoi(vStr)
+		key, herr := hex.DecodeString(hexKey)
+		if !ok || err != nil || herr != nil || v < 0 || v > 255 {
+			return nil, fmt.Errorf("-id-keys entry must be version:hexkey with 0 <= version <= 255")
+		}
+		keys[byte(v)] = key
+	}
+	if c.IDKeyCurrent < 0 || c.IDKeyCurrent > 255 {
+		return nil, errors.New("-id-key-current must be 0..255")
+	}
+	return ids.NewKeyring(byte(c.IDKeyCurrent), keys)
+}
+
+// Postgres opens the pool.
+func (c *Common) Postgres(ctx context.Context) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, c.PGDSN)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	return pool, nil
+}
+
+// Redis opens the client for the configured topology.
+func (c *Common) Redis() redis.UniversalClient {
+	addrs := strings.Split(c.RedisAddrs, ",")
+	switch c.RedisMode {
+	case "cluster":
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	case "sentinel":
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: c.RedisMaster, SentinelAddrs: addrs})
+	default:
+		return redis.NewClient(&redis.Options{Addr: addrs[0]})
+	}
+}

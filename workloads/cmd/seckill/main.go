@@ -22,6 +22,7 @@ const usage = `usage: seckill <command> [flags]
 
 commands:
   migrate      apply the embedded PostgreSQL migrations (DSN from $` + names.EnvPGDSN + ` or -dsn)
+  gateway      HTTP API: reserve, send at once, answer QUEUED
   consumer     order consumer: order-create messages -> one PostgreSQL transaction each
   relay        outbox relay: event_outbox -> RocketMQ
   projector    order events -> Redis projection
@@ -42,6 +43,8 @@ func main() {
 	switch os.Args[1] {
 	case "migrate":
 		err = runMigrate(ctx, os.Args[2:])
+	case "gateway":
+		err = runGateway(ctx, os.Args[2:])
 	case "consumer", "relay", "projector", "compensator", "scanner":
 		err = worker(ctx, os.Args[1], os.Args[2:])
 	case "-h", "--help", "help":

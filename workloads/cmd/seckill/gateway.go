@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/gateway"
+	"github.com/seckill/seckill-operator/workloads/mq"
+	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+func runGateway(ctx context.Context, args []string) error {
+	var c config.Common
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	c.Bind(fs)
+	addr := fs.String("addr", envOr(names.EnvHTTPAddr, ":"+strconv.Itoa(names.GatewayPort)), "listen address ($"+names.EnvHTTPAddr+")")
+	topic := fs.String("create-topic", names.TopicOrderCreate, "order-create topic")
+	tokenKey := fs.String("token-key", os.Getenv(names.EnvTokenKey), "HMAC key of the bearer tokens ($"+names.EnvTokenKey+")")
+	insecure := fs.Bool("insecure-dev-users", false, "trust the X-User-ID header (development only)")
+	deadline := fs.Duration("business-deadline", 5*time.Minute, "business deadline of a reservation")
+	rate := fs.Int("rate", 0, "requests per second this gateway admits (0: unlimited)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	var errs []error
+	if err := c.Check(config.Need{PG: true, Redis: true, RMQ: true, Slots: true, Keys: true}); err != nil {
+		errs = append(errs, err)
+	}
+	if len(*tokenKey) < 32 && !*insecure {
+		errs = append(errs, errors.New("-token-key must be at least 32 bytes"))
+	}
+	if *deadline <= 0 || *rate < 0 {
+		errs = append(errs, errors.New("-business-deadline must be positive and -rate non-negative"))
+	}
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	skus := map[int64]int{}
+	for _, part := range strings.Split(c.SKUs, ",") {
+		s, b, _ := strings.Cut(strings.TrimSpace(part), ":")
+		id, _ := strconv.ParseInt(s, 10, 64)
+		n, _ := strconv.Atoi(b)
+		skus[id] = n
+	}
+	ring, _ := c.Keyring()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "gateway")
+	pool, err := c.Postgres(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rdb := c.Redis()
+	defer rdb.Close()
+	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
+		return err
+	}
+	prod, err := mq.NewProducer(c.RMQEndpoint, *topic)
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, TokenKey: []byte(*tokenKey),
+		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
+		SendAttempts: 2, SendTimeout: time.Second, RatePerSecond: *rate}, redisstore.New(rdb), pool, prod, ring, log)
+	srv := &http.Server{Addr: *addr, Handler: g.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("listening", "addr", *addr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

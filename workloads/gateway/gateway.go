@@ -1,0 +1,388 @@
+// Package gateway is the public HTTP API (/v1): it reserves with the Redis
+// script, sends the order-create message at once with its fixed id, and
+// answers QUEUED — never "order created". Every refusal carries a
+// machine-readable code; a refused request writes nothing.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/mq"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+// Codes of the API.
+const (
+	CodeQueued             = "QUEUED"
+	CodeSoldOut            = "SOLD_OUT"
+	CodeAlreadyPurchased   = "ALREADY_PURCHASED"
+	CodeNotStarted         = "ACTIVITY_NOT_STARTED"
+	CodePaused             = "ACTIVITY_PAUSED"
+	CodeEnded              = "ACTIVITY_ENDED"
+	CodeInvalid            = "INVALID_REQUEST"
+	CodeUnauthenticated    = "UNAUTHENTICATED"
+	CodeRateLimited        = "RATE_LIMITED"
+	CodeServiceUnavailable = "SERVICE_UNAVAILABLE"
+	CodeNotFound           = "NOT_FOUND"
+)
+
+var httpStatus = map[string]int{
+	CodeQueued: http.StatusAccepted, CodeSoldOut: http.StatusConflict, CodeAlreadyPurchased: http.StatusConflict,
+	CodeNotStarted: http.StatusForbidden, CodePaused: http.StatusForbidden, CodeEnded: http.StatusGone,
+	CodeInvalid: http.StatusBadRequest, CodeUnauthenticated: http.StatusUnauthorized,
+	CodeRateLimited: http.StatusTooManyRequests, CodeServiceUnavailable: http.StatusServiceUnavailable,
+	CodeNotFound: http.StatusNotFound,
+}
+
+// Sender sends an order-create message (the mq.Producer).
+type Sender interface {
+	Send(ctx context.Context, m mq.Message) (string, error)
+}
+
+// Config of a gateway.
+type Config struct {
+	ActivityID int64
+	// SKUs maps sku id to its number of Redis buckets.
+	SKUs             map[int64]int
+	Topic            string
+	TokenKey         []byte
+	InsecureDevUsers bool // trust X-User-ID (dev only; off by default)
+	BusinessDeadline time.Duration
+	SendGrace        time.Duration // when the scanner first looks at an unsent reservation
+	RequestTTL       time.Duration
+	SendAttempts     int
+	SendTimeout      time.Duration
+	RatePerSecond    int // 0: no limit
+}
+
+// Server is the gateway.
+type Server struct {
+	cfg     Config
+	redis   *redisstore.Store
+	pg      *pgxpool.Pool
+	sender  Sender
+	ring    *ids.Keyring
+	breaker *Breaker
+	limiter *limiter
+	log     *slog.Logger
+	now     func() time.Time
+	reg     *prometheus.Registry
+	m       metrics
+}
+
+type metrics struct {
+	requests    *prometheus.CounterVec
+	created     prometheus.Counter
+	sendUnknown prometheus.Counter
+	latency     prometheus.Histogram
+}
+
+// New builds a gateway.
+func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring *ids.Keyring, log *slog.Logger) *Server {
+	if cfg.SendAttempts < 1 {
+		cfg.SendAttempts = 2
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = time.Second
+	}
+	reg := prometheus.NewRegistry()
+	s := &Server{cfg: cfg, redis: rs, pg: pg, sender: sender, ring: ring, log: log, now: time.Now, reg: reg,
+		breaker: &Breaker{Threshold: 5, Cooldown: 5 * time.Second}, limiter: newLimiter(cfg.RatePerSecond)}
+	s.m = metrics{
+		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Reservation requests by answer code."}, []string{"code"}),
+		created:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_created_total", Help: "Redis reservations created."}),
+		sendUnknown: prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_send_unknown_total", Help: "Immediate sends whose outcome is unknown (left to the scanner)."}),
+		latency:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_reserve_seconds", Help: "Reserve request latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+	}
+	reg.MustRegister(s.m.requests, s.m.created, s.m.sendUnknown, s.m.latency)
+	return s
+}
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/activities/{activity}/skus/{sku}/reservations", s.reserve)
+	mux.HandleFunc("GET /v1/reservations/{id}", s.status)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /readyz", s.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+type answer struct {
+	Code          string `json:"code"`
+	Message       string `json:"message,omitempty"`
+	ReservationID string `json:"reservation_id,omitempty"`
+	Status        string `json:"status,omitempty"`
+	OrderID       string `json:"order_id,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+}
+
+func (s *Server) write(w http.ResponseWriter, a answer) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus[a.Code])
+	_ = json.NewEncoder(w).Encode(a)
+}
+
+// ReservationRequest is the POST body.
+type ReservationRequest struct {
+	RequestID uuid.UUID `json:"request_id"`
+}
+
+// MaxBodyBytes bounds the POST body.
+const MaxBodyBytes = 1024
+
+// ParseReservationRequest parses the POST body strictly.
+func ParseReservationRequest(body []byte) (ReservationRequest, error) {
+	var r ReservationRequest
+	if len(body) > MaxBodyBytes {
+		return r, fmt.Errorf("body larger than %d bytes", MaxBodyBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("body: %w", err)
+	}
+	if dec.More() {
+		return r, errors.New("body: trailing data")
+	}
+	if r.RequestID == uuid.Nil {
+		return r, errors.New("request_id is required")
+	}
+	return r, nil
+}
+
+func (s *Server) user(r *http.Request) (int64, error) {
+	if s.cfg.InsecureDevUsers {
+		if v := r.Header.Get("X-User-ID"); v != "" {
+			u, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || u <= 0 {
+				return 0, ErrUnauthenticated
+			}
+			return u, nil
+		}
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return 0, ErrUnauthenticated
+	}
+	return VerifyToken(token, s.cfg.TokenKey, s.now())
+}
+
+func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {
+	start := s.now()
+	a := s.doReserve(r)
+	s.m.requests.WithLabelValues(a.Code).Inc()
+	s.m.latency.Observe(time.Since(start).Seconds())
+	s.write(w, a)
+}
+
+func (s *Server) doReserve(r *http.Request) answer {
+	user, err := s.user(r)
+	if err != nil {
+		return answer{Code: CodeUnauthenticated, Message: "a valid bearer token is required"}
+	}
+	activity, err1 := strconv.ParseInt(r.PathValue("activity"), 10, 64)
+	sku, err2 := strconv.ParseInt(r.PathValue("sku"), 10, 64)
+	buckets, known := s.cfg.SKUs[sku]
+	if err1 != nil || err2 != nil || activity != s.cfg.ActivityID || !known {
+		return answer{Code: CodeInvalid, Message: "unknown activity or sku"}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return answer{Code: CodeInvalid, Message: "unreadable body"}
+	}
+	req, err := ParseReservationRequest(body)
+	if err != nil {
+		return answer{Code: CodeInvalid, Message: err.Error()}
+	}
+	if !s.limiter.allow(s.now()) {
+		return answer{Code: CodeRateLimited, Message: "too many requests, retry with the same request_id"}
+	}
+	now := s.now()
+	if !s.breaker.Allow(now) {
+		return answer{Code: CodeServiceUnavailable, Message: "order queue unavailable, retry later with the same request_id"}
+	}
+	slot := redisstore.SKUSlot(activity, sku)
+	if buckets > 1 {
+		slot = redisstore.BucketSlot(activity, sku, int(user%int64(buckets)))
+	}
+	rid := s.ring.ReservationID(ids.ReservationKey{ActivityID: activity, SKUID: sku, UserID: user, RequestID: req.RequestID})
+	mid, err := s.ring.MessageID(rid, 1)
+	if err != nil {
+		return answer{Code: CodeServiceUnavailable, Message: "id derivation failed"}
+	}
+	now = time.UnixMilli(now.UnixMilli()) // the precision the reservation records
+	rr := redisstore.ReserveRequest{Slot: slot, ReservationID: rid, MessageID: mid, RequestID: req.RequestID, UserID: user,
+		Now: now, BusinessDeadline: now.Add(s.cfg.BusinessDeadline), SendDue: now.Add(s.cfg.SendGrace),
+		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(), TraceID: r.Header.Get("X-Trace-ID")}
+	res, err := s.redis.Reserve(r.Context(), rr)
+	if err != nil {
+		// Unknown: the script may have run. The client retries with the same
+		// request_id and gets the same reservation.
+		s.log.Warn("reserve failed", "request_id", req.RequestID, "error", err)
+		return answer{Code: CodeServiceUnavailable, Message: "retry with the same request_id"}
+	}
+	switch res.Code {
+	case redisstore.ReserveOK:
+		s.m.created.Inc()
+		s.send(r.Context(), rr)
+		return answer{Code: CodeQueued, ReservationID: rid.String(), Message: "accepted, the order is being created"}
+	case redisstore.ReserveReplayed:
+		return answer{Code: CodeQueued, ReservationID: res.ReservationID, Status: res.Status}
+	case redisstore.ReserveSoldOut:
+		return answer{Code: CodeSoldOut, Message: "sold out"}
+	case redisstore.ReserveAlreadyPurchased:
+		return answer{Code: CodeAlreadyPurchased, Message: "one per customer", ReservationID: res.ReservationID}
+	case redisstore.ReserveWindowClosed:
+		switch res.Reason {
+		case CodeNotStarted:
+			return answer{Code: CodeNotStarted, Message: "the sale has not started"}
+		case CodePaused:
+			return answer{Code: CodePaused, Message: "the sale is paused"}
+		case CodeEnded:
+			return answer{Code: CodeEnded, Message: "the sale has ended"}
+		}
+	}
+	return answer{Code: CodeServiceUnavailable, Message: "the sale is not ready: " + res.Reason}
+}
+
+// send sends the order-create message at once, a bounded number of times
+// with the same id; if the outcome stays unknown the reservation is marked
+// UNKNOWN and left to the scanner — the user is QUEUED either way.
+func (s *Server) send(ctx context.Context, rr redisstore.ReserveRequest) {
+	msg := events.NewOrderCreateRequested(rr.ReservationID, rr.MessageID, rr.RequestID, rr.Slot.ActivityID, rr.Slot.SKUID,
+		rr.UserID, rr.Slot.Bucket, rr.Now.UnixMilli(), rr.BusinessDeadline.UnixMilli(), rr.TraceID)
+	body, _ := msg.Marshal()
+	var err error
+	for i := 0; i < s.cfg.SendAttempts; i++ {
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
+		_, err = s.sender.Send(sctx, mq.Message{Topic: s.cfg.Topic, MessageID: rr.MessageID.String(),
+			Key: rr.ReservationID.String(), Tag: events.TypeOrderCreateRequested, Body: body})
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	now := s.now()
+	s.breaker.Record(err == nil, now)
+	bg := context.WithoutCancel(ctx)
+	if err == nil {
+		if _, aerr := s.redis.AckSend(bg, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), now); aerr != nil {
+			s.log.Warn("sent but not acked; the scanner resends with the same id", "reservation_id", rr.ReservationID, "error", aerr)
+		}
+		return
+	}
+	s.m.sendUnknown.Inc()
+	s.log.Warn("send outcome unknown; left to the scanner", "reservation_id", rr.ReservationID, "error", err)
+	_, _ = s.redis.RescheduleSend(bg, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), rr.SendDue, redisstore.MQUnknown, err.Error())
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	user, err := s.user(r)
+	if err != nil {
+		s.write(w, answer{Code: CodeUnauthenticated, Message: "a valid bearer token is required"})
+		return
+	}
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.write(w, answer{Code: CodeInvalid, Message: "reservation id must be a UUID"})
+		return
+	}
+	// Redis projection first: the buckets of each SKU of the activity.
+	for sku, b := range s.cfg.SKUs {
+		for _, sl := range redisstore.Slots(s.cfg.ActivityID, sku, b) {
+			h, err := s.redis.Reservation(r.Context(), sl, id)
+			if err != nil || h == nil {
+				continue
+			}
+			if h["user_id"] != strconv.FormatInt(user, 10) {
+				break
+			}
+			s.write(w, answer{Code: CodeQueued, ReservationID: id.String(), Status: h["status"], OrderID: h["order_id"]})
+			return
+		}
+	}
+	// PostgreSQL, the authority, when Redis does not have it.
+	if s.pg != nil {
+		var st string
+		var owner int64
+		var orderID *uuid.UUID
+		var reason *string
+		err := s.pg.QueryRow(r.Context(), `SELECT status, user_id, order_id, reason_code FROM inventory_reservation WHERE reservation_id = $1`, id).Scan(&st, &owner, &orderID, &reason)
+		if err == nil && owner == user {
+			a := answer{Code: CodeQueued, ReservationID: id.String(), Status: st}
+			if orderID != nil {
+				a.OrderID = orderID.String()
+			}
+			if reason != nil {
+				a.Reason = *reason
+			}
+			s.write(w, a)
+			return
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			s.write(w, answer{Code: CodeServiceUnavailable, Message: "status unavailable, retry"})
+			return
+		}
+	}
+	s.write(w, answer{Code: CodeNotFound, Message: "no such reservation"})
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if err := s.redis.Client().Ping(ctx).Err(); err != nil || s.breaker.Open(s.now()) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// limiter is a process-wide token bucket (0 per second: unlimited).
+type limiter struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(perSecond int) *limiter {
+	return &limiter{rate: float64(perSecond), tokens: float64(perSecond)}
+}
+
+func (l *limiter) allow(now time.Time) bool {
+	if l.rate <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() {
+		l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	}
+	l.last = now
+	if l.tokens < 1 {
+		return false
+	}
+	l.tokens--
+	return true
+}

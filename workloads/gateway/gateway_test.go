@@ -1,0 +1,205 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill-operator/workloads/gateway"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/mq"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+var tokenKey = []byte("gateway-test-token-key-0123456789")
+
+type failingSender struct{}
+
+func (failingSender) Send(context.Context, mq.Message) (string, error) {
+	return "", errors.New("broker unavailable")
+}
+
+type fixture struct {
+	srv      *httptest.Server
+	rdb      redis.UniversalClient
+	rs       *redisstore.Store
+	activity int64
+	slot     redisstore.Slot
+}
+
+func newFixture(t *testing.T, stock int64, sender gateway.Sender) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	rdb := testenv.RedisSingle(t)
+	require.NoError(t, redisstore.LoadScripts(ctx, rdb))
+	rs := redisstore.New(rdb)
+	activity := time.Now().UnixNano() % 1_000_000_000_000
+	slot := redisstore.SKUSlot(activity, 7)
+	_, _, err := rs.Provision(ctx, slot, stock, 1)
+	require.NoError(t, err)
+	require.NoError(t, rs.SetWindow(ctx, slot, redisstore.WindowActive))
+	if sender == nil {
+		p, err := mq.NewProducer(testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), "seckill-test-normal")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		sender = p
+	}
+	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("gateway-test-id-key-0123456789abcd")})
+	g := gateway.New(gateway.Config{ActivityID: activity, SKUs: map[int64]int{7: 1}, Topic: "seckill-test-normal",
+		TokenKey: tokenKey, BusinessDeadline: 5 * time.Minute, SendGrace: 5 * time.Second, RequestTTL: time.Minute,
+		SendAttempts: 1, SendTimeout: 2 * time.Second}, rs, testenv.Database(t), sender, ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	return &fixture{srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot}
+}
+
+type reply struct {
+	status int
+	Code   string `json:"code"`
+	RID    string `json:"reservation_id"`
+	Status string `json:"status"`
+}
+
+func (f *fixture) post(t *testing.T, path, auth, body string) reply {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(body))
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var r reply
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+	r.status = resp.StatusCode
+	return r
+}
+
+func (f *fixture) path() string {
+	return "/v1/activities/" + formatInt(f.activity) + "/skus/7/reservations"
+}
+
+func formatInt(v int64) string { return strconv.FormatInt(v, 10) }
+
+func bearer(user int64) string {
+	return "Bearer " + gateway.SignToken(user, tokenKey, time.Now().Add(time.Hour))
+}
+
+func body(id uuid.UUID) string { return `{"request_id":"` + id.String() + `"}` }
+
+func TestReserveAnswers(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	req := ids.NewRandom()
+	first := f.post(t, f.path(), bearer(1), body(req))
+	require.Equal(t, http.StatusAccepted, first.status)
+	require.Equal(t, gateway.CodeQueued, first.Code)
+	require.NotEmpty(t, first.RID)
+	// The immediate send succeeded: nothing left for the scanner.
+	n, err := f.rdb.ZCard(context.Background(), f.slot.SendDue()).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	again := f.post(t, f.path(), bearer(1), body(req))
+	require.Equal(t, gateway.CodeQueued, again.Code, "a replayed request gets the same reservation")
+	require.Equal(t, first.RID, again.RID)
+
+	require.Equal(t, gateway.CodeAlreadyPurchased, f.post(t, f.path(), bearer(1), body(ids.NewRandom())).Code)
+	sold := f.post(t, f.path(), bearer(2), body(ids.NewRandom()))
+	require.Equal(t, http.StatusConflict, sold.status)
+	require.Equal(t, gateway.CodeSoldOut, sold.Code)
+
+	// GET: the owner sees the status; another user does not.
+	get := func(user int64, id string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/reservations/"+id, nil)
+		req.Header.Set("Authorization", bearer(user))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var r reply
+		_ = json.NewDecoder(resp.Body).Decode(&r)
+		return resp.StatusCode, r.Status
+	}
+	code, st := get(1, first.RID)
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, "RESERVED", st)
+	code, _ = get(2, first.RID)
+	require.Equal(t, http.StatusNotFound, code)
+}
+
+func TestRefusalsWriteNothing(t *testing.T) {
+	f := newFixture(t, 5, nil)
+	good := body(ids.NewRandom())
+	cases := []struct {
+		name, path, auth, body, code string
+		status                       int
+	}{
+		{"no token", f.path(), "", good, gateway.CodeUnauthenticated, 401},
+		{"bad signature", f.path(), "Bearer " + gateway.SignToken(1, []byte("other-key"), time.Now().Add(time.Hour)), good, gateway.CodeUnauthenticated, 401},
+		{"expired token", f.path(), "Bearer " + gateway.SignToken(1, tokenKey, time.Now().Add(-time.Minute)), good, gateway.CodeUnauthenticated, 401},
+		{"alg none", f.path(), "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIiwiZXhwIjo5OTk5OTk5OTk5fQ.", good, gateway.CodeUnauthenticated, 401},
+		{"not json", f.path(), bearer(1), `{"request_id":`, gateway.CodeInvalid, 400},
+		{"no request id", f.path(), bearer(1), `{}`, gateway.CodeInvalid, 400},
+		{"bad request id", f.path(), bearer(1), `{"request_id":"x"}`, gateway.CodeInvalid, 400},
+		{"unknown field", f.path(), bearer(1), `{"request_id":"` + ids.NewRandom().String() + `","qty":2}`, gateway.CodeInvalid, 400},
+		{"oversized", f.path(), bearer(1), `{"request_id":"` + strings.Repeat("a", 2000) + `"}`, gateway.CodeInvalid, 400},
+		{"unknown sku", "/v1/activities/" + formatInt(f.activity) + "/skus/8/reservations", bearer(1), good, gateway.CodeInvalid, 400},
+		{"other activity", "/v1/activities/1/skus/7/reservations", bearer(1), good, gateway.CodeInvalid, 400},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := f.post(t, c.path, c.auth, c.body)
+			require.Equal(t, c.status, r.status)
+			require.Equal(t, c.code, r.Code)
+		})
+	}
+	counters, err := f.rs.ReadCounters(context.Background(), f.slot)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), counters.Available, "no refused request wrote anything")
+	require.Zero(t, counters.OpenReserved)
+
+	// The window: paused and ended answer their own codes.
+	require.NoError(t, f.rs.SetWindow(context.Background(), f.slot, redisstore.WindowPaused))
+	require.Equal(t, gateway.CodePaused, f.post(t, f.path(), bearer(1), good).Code)
+	require.NoError(t, f.rs.SetWindow(context.Background(), f.slot, redisstore.WindowEnded))
+	r := f.post(t, f.path(), bearer(1), good)
+	require.Equal(t, gateway.CodeEnded, r.Code)
+	require.Equal(t, http.StatusGone, r.status)
+	require.NoError(t, f.rs.SetWindow(context.Background(), f.slot, redisstore.WindowNotStarted))
+	require.Equal(t, gateway.CodeNotStarted, f.post(t, f.path(), bearer(1), good).Code)
+}
+
+// Seed §11.1 row 2: while the broker keeps failing, reservations made stay
+// QUEUED and are left to the scanner (mq_state UNKNOWN), and after the
+// threshold the entry breaker refuses new ones before they touch Redis.
+func TestBrokerFailuresOpenTheBreaker(t *testing.T) {
+	f := newFixture(t, 100, failingSender{})
+	for u := range 5 {
+		r := f.post(t, f.path(), bearer(int64(100+u)), body(ids.NewRandom()))
+		require.Equal(t, gateway.CodeQueued, r.Code, "the reservation is recorded; the scanner will send it")
+		h, err := f.rs.Reservation(context.Background(), f.slot, uuid.MustParse(r.RID))
+		require.NoError(t, err)
+		require.Equal(t, "UNKNOWN", h["mq_state"])
+	}
+	r := f.post(t, f.path(), bearer(200), body(ids.NewRandom()))
+	require.Equal(t, http.StatusServiceUnavailable, r.status)
+	require.Equal(t, gateway.CodeServiceUnavailable, r.Code)
+	c, err := f.rs.ReadCounters(context.Background(), f.slot)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), c.OpenReserved, "the refused request wrote nothing")
+	n, err := f.rdb.ZCard(context.Background(), f.slot.SendDue()).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n, "every unsent reservation waits in send_due")
+}

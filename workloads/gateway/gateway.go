@@ -222,10 +222,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 	if !s.breaker.Allow(now) {
 		return answer{Code: CodeServiceUnavailable, Message: "order queue unavailable, retry later with the same request_id"}
 	}
-	slot := redisstore.SKUSlot(activity, sku)
-	if buckets > 1 {
-		slot = redisstore.BucketSlot(activity, sku, int(user%int64(buckets)))
-	}
+	slot := redisstore.Slot{ActivityID: activity, SKUID: sku, Bucket: redisstore.BucketFor(user, buckets)}
 	rid := s.ring.ReservationID(ids.ReservationKey{ActivityID: activity, SKUID: sku, UserID: user, RequestID: req.RequestID})
 	mid, err := s.ring.MessageID(rid, 1)
 	if err != nil {

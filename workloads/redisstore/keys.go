@@ -84,3 +84,17 @@ func (s Slot) User(userID int64) string { return s.key("user", strconv.FormatInt
 func (s Slot) Compensation(reservationID uuid.UUID) string {
 	return s.key("comp", reservationID.String())
 }
+
+// BucketFor spreads users over n stock buckets. The user id is mixed
+// (splitmix64's finaliser) so that ids with a pattern (all even, say) still
+// use every bucket.
+func BucketFor(userID int64, n int) int {
+	if n <= 1 {
+		return -1
+	}
+	z := uint64(userID) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return int(z % uint64(n))
+}

@@ -30,3 +30,18 @@ func TestKeyLayout(t *testing.T) {
 	require.Len(t, Slots(1, 2, 0), 1)
 	require.Equal(t, []Slot{BucketSlot(1, 2, 0), BucketSlot(1, 2, 1)}, Slots(1, 2, 2))
 }
+
+func TestBucketForUsesEveryBucket(t *testing.T) {
+	require.Equal(t, -1, BucketFor(7, 1))
+	seen := map[int]int{}
+	for u := int64(0); u < 4000; u += 2 { // even ids only
+		b := BucketFor(u, 4)
+		require.GreaterOrEqual(t, b, 0)
+		require.Less(t, b, 4)
+		seen[b]++
+	}
+	require.Len(t, seen, 4)
+	for _, n := range seen {
+		require.InDelta(t, 500, n, 100)
+	}
+}

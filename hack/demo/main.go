@@ -72,8 +72,9 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "seckill")
 	fmt.Println("building the workloads binary …")
-	if out, err := exec.Command("go", "build", "-o", bin, "./workloads/cmd/seckill").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	build := exec.Command("go", "build", "-o", bin, "./workloads/cmd/seckill") //nolint:gosec // our own build
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	activity := time.Now().Unix()
 	skus := []int64{90001, 90002}
@@ -86,7 +87,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + addr,
 	}
 	if out, err := cmd(bin, common, "migrate").CombinedOutput(); err != nil {
-		return fmt.Errorf("migrate: %v\n%s", err, out)
+		return fmt.Errorf("migrate: %w\n%s", err, out)
 	}
 
 	// Provision (the operator's job once it runs in a cluster).
@@ -131,7 +132,10 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 			_ = p.Wait()
 		}
 	}()
-	logf, _ := os.Create(filepath.Join(os.TempDir(), "seckill-demo-workloads.log"))
+	logf, err := os.Create(filepath.Join(".stack", "demo-workloads.log"))
+	if err != nil {
+		return err
+	}
 	defer logf.Close()
 	for _, w := range []string{"gateway", "consumer", "consumer", "relay", "projector", "compensator", "scanner"} {
 		p := cmd(bin, common, w)
@@ -296,7 +300,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 }
 
 func cmd(bin string, env []string, args ...string) *exec.Cmd {
-	c := exec.Command(bin, args...)
+	c := exec.Command(bin, args...) //nolint:gosec // the binary this demo just built
 	c.Env = append(os.Environ(), env...)
 	return c
 }

@@ -40,7 +40,7 @@ RMQ="$ROOT/hack/rocketmq/rmq.sh"
 # code uses exists).
 TOPICS_NORMAL="seckill-order-create seckill-order-events seckill-test-normal seckill-test-order-create seckill-test-order-events seckill-test-crash-create"
 TOPICS_DELAY="seckill-order-cancel seckill-test-delay"
-GROUPS_PROD="seckill-order-consumer seckill-projector seckill-canceller"
+GROUPS_PROD="seckill-order-consumer seckill-projector seckill-canceller seckill-dlq-replayer"
 GROUP_RETRIES=8
 GROUPS_TEST="seckill-test-group seckill-test-delay-group seckill-test-dlq-group seckill-test-consumer seckill-test-projector seckill-test-crash"
 TEST_GROUP_RETRIES=2

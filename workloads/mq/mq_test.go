@@ -108,3 +108,36 @@ func TestSendToMissingTopicFails(t *testing.T) {
 	_, err := mq.NewProducer(testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), "seckill-no-such-topic")
 	require.Error(t, err)
 }
+
+// A message that is never acknowledged is redelivered up to the group's
+// retry limit (2 for the test group) and then no more: the broker moves it
+// to the group's DLQ (%DLQ%<group>) instead of retrying forever.
+func TestRetryLimitSendsToDLQ(t *testing.T) {
+	endpoint := testenv.Get(t, "SECKILL_RMQ_ENDPOINT")
+	group := "seckill-test-dlq-group"
+	p, err := mq.NewProducer(endpoint, topicNormal)
+	require.NoError(t, err)
+	defer p.Close()
+	c, err := mq.NewConsumer(endpoint, group, topicNormal)
+	require.NoError(t, err)
+	defer c.Close()
+	id := ids.NewRandom().String()
+	_, err = p.Send(context.Background(), mq.Message{Topic: topicNormal, MessageID: id, Body: []byte("poison")})
+	require.NoError(t, err)
+	mine := func(d mq.Delivery) bool { return d.MessageID == id }
+	for attempt := 1; attempt <= 3; attempt++ {
+		d, _ := receiveUntil(t, c, 60*time.Second, 2*time.Second, mine)
+		require.Equal(t, attempt, d.Attempt)
+		require.NoError(t, c.Retry(d, time.Second))
+	}
+	// The broker moves it to the DLQ during a later receive.
+	end := time.Now().Add(15 * time.Second)
+	for time.Now().Before(end) {
+		ds, err := c.Receive(context.Background(), 16, 2*time.Second)
+		require.NoError(t, err)
+		for _, d := range ds {
+			require.NotEqual(t, id, d.MessageID, "delivered past the retry limit")
+			require.NoError(t, c.Ack(context.Background(), d))
+		}
+	}
+}

@@ -18,25 +18,19 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/lease"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+
+	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
 
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-func mustSQL(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
-	if err != nil {
-		panic(fmt.Sprintf("compensation: missing embedded query %s: %v", name, err))
-	}
-	return string(b)
-}
-
 var (
-	qClaim     = mustSQL("claim")
-	qAuthorize = mustSQL("authorize")
-	qComplete  = mustSQL("complete")
-	qApplied   = mustSQL("applied")
-	qSettle    = mustSQL("settle")
+	qClaim     = sqlfile.Must(sqlFiles, "claim")
+	qAuthorize = sqlfile.Must(sqlFiles, "authorize")
+	qComplete  = sqlfile.Must(sqlFiles, "complete")
+	qApplied   = sqlfile.Must(sqlFiles, "applied")
+	qSettle    = sqlfile.Must(sqlFiles, "settle")
 )
 
 // Task is one claimed compensation task.

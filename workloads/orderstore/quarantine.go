@@ -9,11 +9,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/ids"
+
+	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
 
 var (
-	qQuarantineInsert = mustSQL("quarantine_insert")
-	qProjectionInbox  = mustSQL("projection_inbox")
+	qQuarantineInsert = sqlfile.Must(sqlFiles, "quarantine_insert")
+	qProjectionInbox  = sqlfile.Must(sqlFiles, "projection_inbox")
 )
 
 // Quarantined is a message kept for review.

@@ -5,33 +5,26 @@ package orderstore
 
 import (
 	"embed"
-	"fmt"
+
+	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
 
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-func mustSQL(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
-	if err != nil {
-		panic(fmt.Sprintf("orderstore: missing embedded query %s: %v", name, err))
-	}
-	return string(b)
-}
-
 var (
-	qInboxInsert         = mustSQL("inbox_insert")
-	qInboxGet            = mustSQL("inbox_get")
-	qInboxFinish         = mustSQL("inbox_finish")
-	qReservationUpsert   = mustSQL("reservation_upsert")
-	qReservationLock     = mustSQL("reservation_lock")
-	qReservationCreated  = mustSQL("reservation_created")
-	qReservationRejected = mustSQL("reservation_rejected")
-	qStockOccupy         = mustSQL("stock_occupy")
-	qStockRestore        = mustSQL("stock_restore")
-	qOrderInsert         = mustSQL("order_insert")
-	qLedgerOccupy        = mustSQL("ledger_occupy")
-	qOutboxInsert        = mustSQL("outbox_insert")
-	qCompensationInsert  = mustSQL("compensation_insert")
-	qControlGet          = mustSQL("control_get")
+	qInboxInsert         = sqlfile.Must(sqlFiles, "inbox_insert")
+	qInboxGet            = sqlfile.Must(sqlFiles, "inbox_get")
+	qInboxFinish         = sqlfile.Must(sqlFiles, "inbox_finish")
+	qReservationUpsert   = sqlfile.Must(sqlFiles, "reservation_upsert")
+	qReservationLock     = sqlfile.Must(sqlFiles, "reservation_lock")
+	qReservationCreated  = sqlfile.Must(sqlFiles, "reservation_created")
+	qReservationRejected = sqlfile.Must(sqlFiles, "reservation_rejected")
+	qStockOccupy         = sqlfile.Must(sqlFiles, "stock_occupy")
+	qStockRestore        = sqlfile.Must(sqlFiles, "stock_restore")
+	qOrderInsert         = sqlfile.Must(sqlFiles, "order_insert")
+	qLedgerOccupy        = sqlfile.Must(sqlFiles, "ledger_occupy")
+	qOutboxInsert        = sqlfile.Must(sqlFiles, "outbox_insert")
+	qCompensationInsert  = sqlfile.Must(sqlFiles, "compensation_insert")
+	qControlGet          = sqlfile.Must(sqlFiles, "control_get")
 )

@@ -16,23 +16,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/lease"
+
+	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
 
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-func mustSQL(name string) string {
-	b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
-	if err != nil {
-		panic(fmt.Sprintf("outbox: missing embedded query %s: %v", name, err))
-	}
-	return string(b)
-}
-
 var (
-	qClaim = mustSQL("claim")
-	qSent  = mustSQL("sent")
-	qRetry = mustSQL("retry")
+	qClaim = sqlfile.Must(sqlFiles, "claim")
+	qSent  = sqlfile.Must(sqlFiles, "sent")
+	qRetry = sqlfile.Must(sqlFiles, "retry")
 )
 
 // Event is one claimed outbox row.

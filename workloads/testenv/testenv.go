@@ -114,39 +114,12 @@ func Get(t testing.TB, key string) string {
 // cleanup. It returns a pool connected to it.
 func Database(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	pool, _ := EmptyDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	name := "t_" + strings.ReplaceAll(ids.NewRandom().String(), "-", "")
-	admin, err := pgx.Connect(ctx, Get(t, "SECKILL_PG_ADMIN_DSN"))
-	if err != nil {
-		t.Fatalf("connecting to PostgreSQL: %v", err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("creating database %s: %v", name, err)
-	}
-	_ = admin.Close(ctx)
-
-	cfg, err := pgxpool.ParseConfig(replaceDB(Get(t, "SECKILL_PG_ADMIN_DSN"), name))
-	if err != nil {
-		t.Fatalf("parsing DSN: %v", err)
-	}
-	cfg.MaxConns = 40
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", name, err)
-	}
 	if _, err := migrations.Up(ctx, pool); err != nil {
-		t.Fatalf("migrating %s: %v", name, err)
+		t.Fatalf("migrating the test database: %v", err)
 	}
-	t.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, Get(t, "SECKILL_PG_ADMIN_DSN")); err == nil {
-			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			_ = c.Close(ctx)
-		}
-	})
 	return pool
 }
 
@@ -165,7 +138,12 @@ func EmptyDatabase(t testing.TB) (*pgxpool.Pool, string) {
 		t.Fatalf("creating database %s: %v", name, err)
 	}
 	dsn := replaceDB(Get(t, "SECKILL_PG_ADMIN_DSN"), name)
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("parsing DSN: %v", err)
+	}
+	cfg.MaxConns = 40
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", name, err)
 	}

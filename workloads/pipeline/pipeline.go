@@ -44,10 +44,23 @@ type OrderConsumer struct {
 	Topic     string
 	Invisible time.Duration
 	Log       *slog.Logger
+	// ID names this consumer in its heartbeat rows (empty: no heartbeats).
+	ID         string
+	ActivityID int64
+	// HeartbeatEvery is how often the commit rate and latency are reported.
+	HeartbeatEvery time.Duration
+	meter          orderstore.Meter
 }
 
 // Run consumes until ctx ends.
 func (c *OrderConsumer) Run(ctx context.Context) error {
+	if c.ID != "" {
+		every := c.HeartbeatEvery
+		if every <= 0 {
+			every = 5 * time.Second
+		}
+		go c.heartbeats(ctx, every)
+	}
 	for ctx.Err() == nil {
 		ds, err := c.MQ.Receive(ctx, 16, c.Invisible)
 		if err != nil {
@@ -73,9 +86,11 @@ func (c *OrderConsumer) handle(ctx context.Context, d mq.Delivery) {
 		c.quarantine(ctx, d, nil, reason, err.Error())
 		return
 	}
+	t0 := time.Now()
 	out, err := c.Store.Consume(ctx, msg, d.Body)
 	switch out.Action {
 	case orderstore.Ack:
+		c.meter.Observe(time.Since(t0))
 		if err := c.MQ.Ack(ctx, d); err != nil {
 			c.Log.Warn("ack failed; the redelivery is answered by the inbox", "message_id", msg.MessageID, "error", err)
 		}
@@ -84,6 +99,18 @@ func (c *OrderConsumer) handle(ctx context.Context, d mq.Delivery) {
 	default: // Retry: nothing committed or unknown; never compensated here.
 		c.Log.Warn("order transaction not committed; redelivery", "message_id", msg.MessageID, "error", err)
 		_ = c.MQ.Retry(d, time.Second)
+	}
+}
+
+// heartbeats reports the measured commit rate and latency (seed §11.3: the
+// operator sizes the consumers from what PostgreSQL is seen to sustain).
+func (c *OrderConsumer) heartbeats(ctx context.Context, every time.Duration) {
+	c.meter.Take(time.Now())
+	for idle(ctx, every) {
+		h := c.meter.Take(time.Now())
+		if err := orderstore.ReportHeartbeat(ctx, c.Store.Pool, c.ID, "order-consumer", c.ActivityID, h, 0); err != nil {
+			c.Log.Warn("heartbeat not reported", "error", err)
+		}
 	}
 }
 

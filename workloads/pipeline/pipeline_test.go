@@ -75,6 +75,7 @@ func start(t *testing.T, pgStock, redisStock int) *harness {
 
 	workers := []interface{ Run(context.Context) error }{
 		&pipeline.OrderConsumer{MQ: orderMQ, Topic: topicCreate, Invisible: 10 * time.Second, Log: log,
+			ID: "consumer-1", ActivityID: activity, HeartbeatEvery: 200 * time.Millisecond,
 			Store: &orderstore.Consumer{Pool: pool, Group: "seckill-test-consumer", PaymentWindow: 15 * time.Minute, EventsTopic: topicEvents}},
 		&pipeline.Relay{Producer: producer, Batch: 32, Log: log,
 			Store: &outbox.Store{Pool: pool, Owner: "relay-1", Lease: 30 * time.Second, MaxAttempts: 10}},
@@ -225,6 +226,9 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 	h.checkInvariants(t, pgStock)
 	require.Equal(t, redisStock-pgStock, count(t, pool, `SELECT count(*) FROM compensation_task t JOIN inventory_reservation r USING (reservation_id) WHERE r.activity_id = $1 AND t.status = 'APPLIED'`, activity))
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM event_outbox WHERE status <> 'SENT'`))
+	require.Eventually(t, func() bool {
+		return count(t, pool, `SELECT count(*) FROM consumer_heartbeat WHERE consumer_id = 'consumer-1' AND commits_total >= $1`, redisStock) == 1
+	}, 5*time.Second, 100*time.Millisecond, "the consumer reports its commits for the operator's scaling")
 	total := h.counters(t)
 	require.Equal(t, int64(redisStock-pgStock), total.Available, "the compensated units are sellable in Redis again")
 }

@@ -100,7 +100,9 @@ func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() erro
 		return nil, err
 	}
 	*closers = append(*closers, cons.Close)
+	host, _ := os.Hostname()
 	return &pipeline.OrderConsumer{MQ: cons, Topic: createTopic, Invisible: invisible, Log: log,
+		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ActivityID: c.ActivityID,
 		Store: &orderstore.Consumer{Pool: pool, Group: group, PaymentWindow: pw, EventsTopic: eventsTopic,
 			Failpoint: failpoint}}, nil
 }

@@ -119,6 +119,20 @@ cmd_start() {
     echo $! > "$RUN/proxy.pid"
     wait_log "$RUN/proxy.out" "rocketmq-proxy startup successfully" proxy
   fi
+  wait_registered
+}
+
+# The proxy reports "startup successfully" before the embedded broker has
+# registered with the name server; topics and groups can only be created
+# once the cluster is known there.
+wait_registered() {
+  local i=0
+  until cmd_admin clusterList 2>/dev/null | grep -q "broker-a"; do
+    i=$((i + 1)); [ "$i" -le 60 ] || die "broker not registered with the name server after 60 tries"
+    alive proxy || die "proxy exited (see $RUN/proxy.out)"
+    sleep 1
+  done
+  log "broker registered with the name server"
 }
 
 mqadmin() {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,4 +203,30 @@ func TestBrokerFailuresOpenTheBreaker(t *testing.T) {
 	n, err := f.rdb.ZCard(context.Background(), f.slot.SendDue()).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(5), n, "every unsent reservation waits in send_due")
+}
+
+// Seed §13.2 at the entry: 1,000 concurrent requests of one user with
+// different request ids → exactly one QUEUED, every other answer
+// ALREADY_PURCHASED, Redis stock down by one.
+func TestOneUserThousandRequests(t *testing.T) {
+	f := newFixture(t, 100, nil)
+	var mu sync.Mutex
+	codes := map[string]int{}
+	var wg sync.WaitGroup
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := f.post(t, f.path(), bearer(77), body(ids.NewRandom()))
+			mu.Lock()
+			codes[r.Code]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, map[string]int{gateway.CodeQueued: 1, gateway.CodeAlreadyPurchased: 999}, codes)
+	c, err := f.rs.ReadCounters(context.Background(), f.slot)
+	require.NoError(t, err)
+	require.Equal(t, int64(99), c.Available)
+	require.Equal(t, int64(1), c.OpenReserved)
 }

@@ -41,7 +41,6 @@ func idle(ctx context.Context, d time.Duration) bool {
 type OrderConsumer struct {
 	MQ        *mq.Consumer
 	Store     *orderstore.Consumer
-	Topic     string
 	Invisible time.Duration
 	Log       *slog.Logger
 	// ID names this consumer in its heartbeat rows (empty: no heartbeats).

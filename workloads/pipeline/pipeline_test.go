@@ -74,7 +74,7 @@ func start(t *testing.T, pgStock, redisStock int) *harness {
 	require.NoError(t, err)
 
 	workers := []interface{ Run(context.Context) error }{
-		&pipeline.OrderConsumer{MQ: orderMQ, Topic: topicCreate, Invisible: 10 * time.Second, Log: log,
+		&pipeline.OrderConsumer{MQ: orderMQ, Invisible: 10 * time.Second, Log: log,
 			ID: "consumer-1", ActivityID: activity, HeartbeatEvery: 200 * time.Millisecond,
 			Store: &orderstore.Consumer{Pool: pool, Group: "seckill-test-consumer", PaymentWindow: 15 * time.Minute, EventsTopic: topicEvents}},
 		&pipeline.Relay{Producer: producer, Batch: 32, Log: log,
@@ -103,8 +103,9 @@ func start(t *testing.T, pgStock, redisStock int) *harness {
 }
 
 // reserve runs the reserve script for a new request of user; send says
-// whether the "gateway" sends at once and, ack, whether it records the send.
-func (h *harness) reserve(t *testing.T, user int64, send, ack bool) (redisstore.ReserveRequest, bool) {
+// whether the "gateway" sends at once and, ack, whether it records the send;
+// retries replays the same request that many more times (client retries).
+func (h *harness) reserve(t *testing.T, user int64, send, ack bool, retries ...int) (redisstore.ReserveRequest, bool) {
 	t.Helper()
 	sl := redisstore.BucketSlot(h.activity, sku, int(user)%buckets)
 	req := ids.NewRandom()
@@ -116,6 +117,15 @@ func (h *harness) reserve(t *testing.T, user int64, send, ack bool) (redisstore.
 		RequestTTL: time.Minute, SchemaVersion: 1, KeyVersion: 1, TraceID: "t"}
 	res, err := h.rs.Reserve(h.ctx, r)
 	require.NoError(t, err)
+	for _, n := range retries {
+		for range n {
+			again, err := h.rs.Reserve(h.ctx, r)
+			require.NoError(t, err)
+			if res.Code == redisstore.ReserveOK {
+				require.Equal(t, int64(redisstore.ReserveReplayed), again.Code, "a retry is answered by the original reservation")
+			}
+		}
+	}
 	if res.Code != redisstore.ReserveOK {
 		return r, false
 	}
@@ -164,9 +174,9 @@ func (h *harness) checkInvariants(t *testing.T, orders int) {
 func TestWholeSaleThroughThePipeline(t *testing.T) {
 	const pgStock, redisStock, buyers = 25, 30, 100
 	h := start(t, pgStock, redisStock)
-	ctx, pool, rs, ring, producer, activity := h.ctx, h.pool, h.rs, h.ring, h.producer, h.activity
+	ctx, pool, rs, producer, activity := h.ctx, h.pool, h.rs, h.producer, h.activity
 
-	// The buyers: reserve (with a retry for every third), send at once with the fixed id.
+	// The buyers: reserve (every third retries its request), send at once with the fixed id.
 	var mu sync.Mutex
 	accepted := map[string]bool{}
 	var bwg sync.WaitGroup
@@ -174,29 +184,11 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 		bwg.Add(1)
 		go func(user int64) {
 			defer bwg.Done()
-			sl := redisstore.BucketSlot(activity, sku, int(user)%buckets)
-			req := ids.NewRandom()
-			rid := ring.ReservationID(ids.ReservationKey{ActivityID: activity, SKUID: sku, UserID: user, RequestID: req})
-			mid, _ := ring.MessageID(rid, 1)
-			now := time.Now()
-			r := redisstore.ReserveRequest{Slot: sl, ReservationID: rid, MessageID: mid, RequestID: req, UserID: user,
-				Now: now, BusinessDeadline: now.Add(5 * time.Minute), SendDue: now.Add(5 * time.Second),
-				RequestTTL: time.Minute, SchemaVersion: 1, KeyVersion: 1}
-			for try := 0; try < 1+int(user%3/2); try++ {
-				res, err := rs.Reserve(ctx, r)
-				if err != nil || res.Code != redisstore.ReserveOK {
-					continue
-				}
+			r, ok := h.reserve(t, user, true, true, int(user%3/2))
+			if ok {
 				mu.Lock()
-				accepted[rid.String()] = true
+				accepted[r.ReservationID.String()] = true
 				mu.Unlock()
-				body, _ := events.OrderCreateRequested{SchemaVersion: 1, EventType: events.TypeOrderCreateRequested,
-					MessageID: mid, MessageKey: rid.String(), RequestID: req, ReservationID: rid, ActivityID: activity,
-					SKUID: sku, UserID: user, Bucket: sl.Bucket, ReservedAt: now, BusinessDeadline: r.BusinessDeadline}.Marshal()
-				if _, err := producer.Send(ctx, mq.Message{Topic: topicCreate, MessageID: mid.String(), Key: rid.String(),
-					Tag: events.TypeOrderCreateRequested, Body: body}); err == nil {
-					_, _ = rs.AckSend(ctx, sl, rid, r.SendDue.UnixMilli(), time.Now())
-				}
 			}
 		}(int64(1000 + u))
 	}

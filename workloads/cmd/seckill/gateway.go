@@ -54,21 +54,25 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	ring, _ := c.Keyring()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "gateway")
-	pool, err := c.Postgres(ctx)
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}()
+	pool, err := openPG(ctx, &c, &closers)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	rdb := c.Redis()
-	defer rdb.Close()
-	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
+	rdb, err := openRedis(ctx, &c, &closers)
+	if err != nil {
 		return err
 	}
 	prod, err := mq.NewProducer(c.RMQEndpoint, *topic)
 	if err != nil {
 		return err
 	}
-	defer prod.Close()
+	closers = append(closers, prod.Close)
 	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, TokenKey: []byte(*tokenKey),
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
 		SendAttempts: 2, SendTimeout: time.Second, RatePerSecond: *rate}, redisstore.New(rdb), pool, prod, ring, log)

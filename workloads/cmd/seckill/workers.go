@@ -8,6 +8,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/mq"
@@ -81,6 +84,27 @@ func worker(ctx context.Context, name string, args []string) error {
 	return err
 }
 
+// openPG connects to PostgreSQL and registers the pool for closing.
+func openPG(ctx context.Context, c *config.Common, closers *[]func() error) (*pgxpool.Pool, error) {
+	pool, err := c.Postgres(ctx)
+	if err != nil {
+		return nil, err
+	}
+	*closers = append(*closers, func() error { pool.Close(); return nil })
+	return pool, nil
+}
+
+// openRedis connects to Redis, loads the scripts once and registers the
+// client for closing.
+func openRedis(ctx context.Context, c *config.Common, closers *[]func() error) (redis.UniversalClient, error) {
+	rdb := c.Redis()
+	*closers = append(*closers, rdb.Close)
+	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
+		return nil, err
+	}
+	return rdb, nil
+}
+
 func orDefault(v, def string) string {
 	if v == "" {
 		return def
@@ -89,11 +113,10 @@ func orDefault(v, def string) string {
 }
 
 func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() error, group, createTopic, eventsTopic string, pw, invisible time.Duration, log *slog.Logger) (runner, error) {
-	pool, err := c.Postgres(ctx)
+	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, func() error { pool.Close(); return nil })
 	group = orDefault(group, names.GroupOrderConsumer)
 	cons, err := mq.NewConsumer(c.RMQEndpoint, group, createTopic)
 	if err != nil {
@@ -101,18 +124,17 @@ func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() erro
 	}
 	*closers = append(*closers, cons.Close)
 	host, _ := os.Hostname()
-	return &pipeline.OrderConsumer{MQ: cons, Topic: createTopic, Invisible: invisible, Log: log,
+	return &pipeline.OrderConsumer{MQ: cons, Invisible: invisible, Log: log,
 		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ActivityID: c.ActivityID,
 		Store: &orderstore.Consumer{Pool: pool, Group: group, PaymentWindow: pw, EventsTopic: eventsTopic,
 			Failpoint: failpoint}}, nil
 }
 
 func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, owner string, lease time.Duration, eventsTopic string, log *slog.Logger) (runner, error) {
-	pool, err := c.Postgres(ctx)
+	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, func() error { pool.Close(); return nil })
 	prod, err := mq.NewProducer(c.RMQEndpoint, eventsTopic)
 	if err != nil {
 		return nil, err
@@ -123,14 +145,12 @@ func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, 
 }
 
 func buildProjector(ctx context.Context, c *config.Common, closers *[]func() error, group, eventsTopic string, invisible time.Duration, log *slog.Logger) (runner, error) {
-	pool, err := c.Postgres(ctx)
+	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, func() error { pool.Close(); return nil })
-	rdb := c.Redis()
-	*closers = append(*closers, rdb.Close)
-	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
+	rdb, err := openRedis(ctx, c, closers)
+	if err != nil {
 		return nil, err
 	}
 	group = orDefault(group, names.GroupProjector)
@@ -143,14 +163,12 @@ func buildProjector(ctx context.Context, c *config.Common, closers *[]func() err
 }
 
 func buildCompensator(ctx context.Context, c *config.Common, closers *[]func() error, owner string, lease time.Duration, log *slog.Logger) (runner, error) {
-	pool, err := c.Postgres(ctx)
+	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, func() error { pool.Close(); return nil })
-	rdb := c.Redis()
-	*closers = append(*closers, rdb.Close)
-	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
+	rdb, err := openRedis(ctx, c, closers)
+	if err != nil {
 		return nil, err
 	}
 	return &pipeline.Compensator{Batch: 32, Log: log, Worker: &compensation.Worker{Pool: pool, Redis: redisstore.New(rdb),
@@ -162,9 +180,8 @@ func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error
 	if err != nil {
 		return nil, usageError{err}
 	}
-	rdb := c.Redis()
-	*closers = append(*closers, rdb.Close)
-	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
+	rdb, err := openRedis(ctx, c, closers)
+	if err != nil {
 		return nil, err
 	}
 	prod, err := mq.NewProducer(c.RMQEndpoint, createTopic)

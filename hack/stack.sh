@@ -38,12 +38,17 @@ RMQ="$ROOT/hack/rocketmq/rmq.sh"
 # Topics and consumer groups. Names are shared with the Go code through
 # workloads/names (keep both lists in step; a test checks that every topic the
 # code uses exists).
-TOPICS_NORMAL="seckill-order-create seckill-order-events seckill-test-normal seckill-test-order-create seckill-test-order-events seckill-test-crash-create"
+TOPICS_NORMAL="seckill-order-create seckill-order-events seckill-test-normal seckill-test-order-create seckill-test-order-events seckill-test-crash-create seckill-test-poison"
 TOPICS_DELAY="seckill-order-cancel seckill-test-delay"
-GROUPS_PROD="seckill-order-consumer seckill-projector seckill-canceller seckill-dlq-replayer"
-GROUP_RETRIES=8
+GROUPS_PROD="seckill-order-consumer seckill-projector seckill-canceller"
+GROUP_RETRIES=8 # names.RetryLimit
+# The DLQ replayers read messages that already used up another group's
+# attempts (the count carries over), so their limit must be higher.
+GROUPS_REPLAY="seckill-dlq-replayer seckill-test-replayer"
+REPLAY_RETRIES=32
 GROUPS_TEST="seckill-test-group seckill-test-delay-group seckill-test-dlq-group seckill-test-consumer seckill-test-projector seckill-test-crash"
 TEST_GROUP_RETRIES=2
+GROUP_POISON=seckill-test-poison # retry 1: the DLQ test
 
 log() { printf '[stack] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -188,6 +193,8 @@ rmq_up() {
   for t in $TOPICS_DELAY; do "$RMQ" topic "$t" DELAY & pids+=($!); done
   for g in $GROUPS_PROD; do "$RMQ" group "$g" "$GROUP_RETRIES" & pids+=($!); done
   for g in $GROUPS_TEST; do "$RMQ" group "$g" "$TEST_GROUP_RETRIES" & pids+=($!); done
+  for g in $GROUPS_REPLAY; do "$RMQ" group "$g" "$REPLAY_RETRIES" & pids+=($!); done
+  "$RMQ" group "$GROUP_POISON" 1 & pids+=($!)
   local p failed=0
   for p in "${pids[@]}"; do wait "$p" || failed=1; done
   [ "$failed" = 0 ] || die "creating RocketMQ topics or groups failed"

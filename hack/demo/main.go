@@ -28,7 +28,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/workloads/stackenv"
 )
 
 const addr = "127.0.0.1:28090"
@@ -49,7 +49,7 @@ func main() {
 }
 
 func env(key string) string {
-	v, err := testenv.Lookup(key)
+	v, err := stackenv.Lookup(key)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
@@ -137,8 +137,12 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		return err
 	}
 	defer logf.Close()
-	for _, w := range []string{"gateway", "consumer", "consumer", "relay", "projector", "compensator", "scanner"} {
-		p := cmd(bin, common, w)
+	for i, w := range []string{"gateway", "consumer", "consumer", "relay", "projector", "compensator", "scanner"} {
+		args := []string{w}
+		if w != "gateway" { // the gateway serves /metrics on its API port
+			args = append(args, "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", demoMetricsPort+i))
+		}
+		p := cmd(bin, common, args...)
 		p.Stdout, p.Stderr = logf, logf
 		if err := p.Start(); err != nil {
 			return fmt.Errorf("starting %s: %w", w, err)
@@ -298,6 +302,9 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	}
 	return nil
 }
+
+// demoMetricsPort+i is where the i-th worker serves /metrics.
+const demoMetricsPort = 19090
 
 func cmd(bin string, env []string, args ...string) *exec.Cmd {
 	c := exec.Command(bin, args...) //nolint:gosec // the binary this demo just built

@@ -26,6 +26,7 @@ import (
 var sqlFiles embed.FS
 
 var (
+	qBacklog   = sqlfile.Must(sqlFiles, "backlog")
 	qClaim     = sqlfile.Must(sqlFiles, "claim")
 	qAuthorize = sqlfile.Must(sqlFiles, "authorize")
 	qComplete  = sqlfile.Must(sqlFiles, "complete")
@@ -151,4 +152,14 @@ func (w *Worker) settle(ctx context.Context, t Task, outcome, reason string, cau
 		return outcome, reason, fmt.Errorf("settling task %s: %w", t.TaskID, err)
 	}
 	return status, reason, cause
+}
+
+// Backlog counts the compensation tasks still to be done and the age of the oldest.
+func (w *Worker) Backlog(ctx context.Context) (int64, time.Duration, error) {
+	var n int64
+	var age float64
+	if err := w.Pool.QueryRow(ctx, qBacklog).Scan(&n, &age); err != nil {
+		return 0, 0, fmt.Errorf("measuring the compensation tasks backlog: %w", err)
+	}
+	return n, time.Duration(age * float64(time.Second)), nil
 }

@@ -72,6 +72,9 @@ type Config struct {
 	SendAttempts     int
 	SendTimeout      time.Duration
 	RatePerSecond    int // 0: no limit
+	// Failpoint, when set, is called at after_redis_reserve and
+	// after_mq_send_before_redis_mark (seed §13.3; test builds only).
+	Failpoint func(name string) error
 }
 
 // Server is the gateway.
@@ -242,6 +245,9 @@ func (s *Server) doReserve(r *http.Request) answer {
 	switch res.Code {
 	case redisstore.ReserveOK:
 		s.m.created.Inc()
+		if err := s.failpoint("after_redis_reserve"); err != nil {
+			return answer{Code: CodeServiceUnavailable, Message: "retry with the same request_id"}
+		}
 		s.send(r.Context(), rr)
 		return answer{Code: CodeQueued, ReservationID: rid.String(), Message: "accepted, the order is being created"}
 	case redisstore.ReserveReplayed:
@@ -261,6 +267,13 @@ func (s *Server) doReserve(r *http.Request) answer {
 		}
 	}
 	return answer{Code: CodeServiceUnavailable, Message: "the sale is not ready: " + res.Reason}
+}
+
+func (s *Server) failpoint(name string) error {
+	if s.cfg.Failpoint == nil {
+		return nil
+	}
+	return s.cfg.Failpoint(name)
 }
 
 // send sends the order-create message at once, a bounded number of times
@@ -284,6 +297,9 @@ func (s *Server) send(ctx context.Context, rr redisstore.ReserveRequest) {
 	s.breaker.Record(err == nil, now)
 	bg := context.WithoutCancel(ctx)
 	if err == nil {
+		if s.failpoint("after_mq_send_before_redis_mark") != nil {
+			return
+		}
 		if _, aerr := s.redis.AckSend(bg, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), now); aerr != nil {
 			s.log.Warn("sent but not acked; the scanner resends with the same id", "reservation_id", rr.ReservationID, "error", aerr)
 		}

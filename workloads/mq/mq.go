@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,3 +187,15 @@ func (c *Consumer) Retry(d Delivery, delay time.Duration) error {
 
 // Close stops the consumer.
 func (c *Consumer) Close() error { return c.c.GracefulStop() }
+
+// IsTopicNotFound reports whether err says the topic does not exist (for a
+// DLQ: nothing was ever dead-lettered in that group).
+func IsTopicNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	if st, ok := rmq.AsErrRpcStatus(err); ok && st.GetCode() == int32(v2.Code_TOPIC_NOT_FOUND) {
+		return true
+	}
+	return strings.Contains(err.Error(), "TOPIC_NOT_FOUND")
+}

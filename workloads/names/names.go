@@ -18,7 +18,26 @@ const (
 	GroupOrderConsumer = "seckill-order-consumer"
 	GroupProjector     = "seckill-projector"
 	GroupCanceller     = "seckill-canceller"
+	// GroupDLQReplayer reads the DLQs. Its retry limit (hack/stack.sh: 32)
+	// must exceed every other group's: a dead-lettered message keeps its
+	// attempt count, and a group whose limit it already passed would
+	// dead-letter it again instead of delivering it.
+	GroupDLQReplayer = "seckill-dlq-replayer"
 )
+
+// RetryLimit is the retry count of the production groups (hack/stack.sh,
+// the operator's broker setup): a message gets RetryLimit+1 deliveries.
+const RetryLimit = 8
+
+// TopicOf is the topic a group consumes, where its DLQ is replayed to.
+func TopicOf(group string) (string, bool) {
+	t, ok := map[string]string{
+		GroupOrderConsumer: TopicOrderCreate,
+		GroupProjector:     TopicOrderEvents,
+		GroupCanceller:     TopicOrderCancel,
+	}[group]
+	return t, ok
+}
 
 // DLQTopic is the broker's dead-letter topic of a consumer group.
 func DLQTopic(group string) string { return "%DLQ%" + group }
@@ -35,10 +54,15 @@ const (
 	EnvTokenKey     = "SECKILL_TOKEN_KEY" //nolint:gosec // the name of a variable, not a credential
 	EnvActivityID   = "SECKILL_ACTIVITY_ID"
 	EnvHTTPAddr     = "SECKILL_HTTP_ADDR"
+	EnvMetricsAddr  = "SECKILL_METRICS_ADDR"
 )
 
-// GatewayPort is the gateway's HTTP port in the pod.
-const GatewayPort = 8080
+// GatewayPort is the gateway's HTTP port in the pod; MetricsPort serves the
+// other workers' /metrics, /healthz and /readyz.
+const (
+	GatewayPort = 8080
+	MetricsPort = 9090
+)
 
 // Labels put on every object the operator creates.
 const (

@@ -66,6 +66,9 @@ type Outcome struct {
 	// Reason is the rejection reason, when rejected.
 	Reason  string
 	OrderID uuid.UUID
+	// Redelivered: the inbox already held this message; Result is the
+	// outcome recorded the first time.
+	Redelivered bool
 }
 
 // Consumer runs the order-create transaction.
@@ -287,7 +290,7 @@ func (c *Consumer) duplicate(ctx context.Context, tx pgx.Tx, msg events.OrderCre
 	if !bytes.Equal(prior, hash) {
 		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: message %s", ErrPayloadConflict, msg.MessageID)
 	}
-	return Outcome{Action: Ack, Result: result, OrderID: deref(orderID)}, nil
+	return Outcome{Action: Ack, Result: result, OrderID: deref(orderID), Redelivered: true}, nil
 }
 
 // resolveCommit decides an unknown commit by reading the inbox on a fresh

@@ -24,9 +24,10 @@ import (
 var sqlFiles embed.FS
 
 var (
-	qClaim = sqlfile.Must(sqlFiles, "claim")
-	qSent  = sqlfile.Must(sqlFiles, "sent")
-	qRetry = sqlfile.Must(sqlFiles, "retry")
+	qBacklog = sqlfile.Must(sqlFiles, "backlog")
+	qClaim   = sqlfile.Must(sqlFiles, "claim")
+	qSent    = sqlfile.Must(sqlFiles, "sent")
+	qRetry   = sqlfile.Must(sqlFiles, "retry")
 )
 
 // Event is one claimed outbox row.
@@ -96,4 +97,14 @@ func (s *Store) MarkRetry(ctx context.Context, id uuid.UUID, attempt int, sendEr
 		return "", fmt.Errorf("scheduling retry of outbox event %s: %w", id, err)
 	}
 	return status, nil
+}
+
+// Backlog counts the outbox events still to be done and the age of the oldest.
+func (s *Store) Backlog(ctx context.Context) (int64, time.Duration, error) {
+	var n int64
+	var age float64
+	if err := s.Pool.QueryRow(ctx, qBacklog).Scan(&n, &age); err != nil {
+		return 0, 0, fmt.Errorf("measuring the outbox events backlog: %w", err)
+	}
+	return n, time.Duration(age * float64(time.Second)), nil
 }

@@ -15,10 +15,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/lease"
+	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/outbox"
@@ -48,7 +50,12 @@ type OrderConsumer struct {
 	ActivityID int64
 	// HeartbeatEvery is how often the commit rate and latency are reported.
 	HeartbeatEvery time.Duration
-	meter          orderstore.Meter
+	// MaxAttempts is the group's delivery limit (retries + 1): a failure at
+	// the last attempt sends the message to the DLQ and is counted.
+	MaxAttempts int
+	Metrics     *metrics.Consumer
+	Health      *metrics.Health
+	meter       orderstore.Meter
 }
 
 // Run consumes until ctx ends.
@@ -60,7 +67,12 @@ func (c *OrderConsumer) Run(ctx context.Context) error {
 		}
 		go c.heartbeats(ctx, every)
 	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewConsumer(prometheus.NewRegistry(), c.Store.Group)
+	}
+	c.Health.Ready()
 	for ctx.Err() == nil {
+		c.Health.Beat()
 		ds, err := c.MQ.Receive(ctx, 16, c.Invisible)
 		if err != nil {
 			c.Log.Warn("receive failed", "error", err)
@@ -87,17 +99,51 @@ func (c *OrderConsumer) handle(ctx context.Context, d mq.Delivery) {
 	}
 	t0 := time.Now()
 	out, err := c.Store.Consume(ctx, msg, d.Body)
+	if errors.Is(err, orderstore.ErrCommitUnknown) {
+		c.Metrics.CommitUnknown.Inc()
+	}
 	switch out.Action {
 	case orderstore.Ack:
 		c.meter.Observe(time.Since(t0))
+		c.count(out)
 		if err := c.MQ.Ack(ctx, d); err != nil {
 			c.Log.Warn("ack failed; the redelivery is answered by the inbox", "message_id", msg.MessageID, "error", err)
 		}
 	case orderstore.Manual:
+		if errors.Is(err, orderstore.ErrPayloadConflict) {
+			c.Metrics.PayloadConflict.Inc()
+		}
+		c.Metrics.Consumed.WithLabelValues(orderstore.ResultManualReview).Inc()
 		c.quarantine(ctx, d, &msg.MessageID, "CONFLICT", err.Error())
 	default: // Retry: nothing committed or unknown; never compensated here.
-		c.Log.Warn("order transaction not committed; redelivery", "message_id", msg.MessageID, "error", err)
+		c.Metrics.Consumed.WithLabelValues("RETRY").Inc()
+		if c.MaxAttempts > 0 && d.Attempt >= c.MaxAttempts {
+			// The broker moves it to %DLQ%<group>; "seckill dlq-replay" brings it back.
+			c.Metrics.DeadLettered.Inc()
+			c.Log.Error("last attempt failed; the message goes to the DLQ", "message_id", msg.MessageID,
+				"reservation_id", msg.ReservationID, "attempt", d.Attempt, "dlq", "%DLQ%"+c.Store.Group, "error", err)
+		} else {
+			c.Log.Warn("order transaction not committed; redelivery", "message_id", msg.MessageID, "attempt", d.Attempt, "error", err)
+		}
 		_ = c.MQ.Retry(d, time.Second)
+	}
+}
+
+// count records an acknowledged outcome in the seed §12.2 metrics.
+func (c *OrderConsumer) count(out orderstore.Outcome) {
+	if out.Redelivered {
+		c.Metrics.Consumed.WithLabelValues(orderstore.ResultDuplicate).Inc()
+		c.Metrics.Duplicates.Inc()
+		return
+	}
+	c.Metrics.Consumed.WithLabelValues(out.Result).Inc()
+	switch {
+	case out.Result == orderstore.ResultDuplicate:
+		c.Metrics.Duplicates.Inc()
+	case out.Result == orderstore.ResultOrderRejected && out.Reason == orderstore.ReasonStockExhausted:
+		c.Metrics.StockReject.Inc()
+	case out.Result == orderstore.ResultOrderRejected && out.Reason == orderstore.ReasonAlreadyPurchased:
+		c.Metrics.UserUnique.Inc()
 	}
 }
 
@@ -123,6 +169,7 @@ func (c *OrderConsumer) quarantine(ctx context.Context, d mq.Delivery, id *uuid.
 		_ = c.MQ.Retry(d, 5*time.Second)
 		return
 	}
+	c.Metrics.Quarantined.WithLabelValues(reason).Inc()
 	c.Log.Warn("message quarantined", "broker_message_id", d.BrokerID, "reason", reason, "detail", detail)
 	_ = c.MQ.Ack(ctx, d)
 }
@@ -133,11 +180,18 @@ type Relay struct {
 	Producer *mq.Producer
 	Batch    int
 	Log      *slog.Logger
+	Metrics  *metrics.Relay
+	Health   *metrics.Health
 }
 
 // Run relays until ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
+	if r.Metrics == nil {
+		r.Metrics = metrics.NewRelay(prometheus.NewRegistry())
+	}
+	r.Health.Ready()
 	for ctx.Err() == nil {
+		r.Health.Beat()
 		evs, err := r.Store.Claim(ctx, r.Batch)
 		if err != nil {
 			r.Log.Warn("claim failed", "error", err)
@@ -158,11 +212,19 @@ func (r *Relay) Run(ctx context.Context) error {
 			cancel()
 			if err != nil {
 				// Unknown is not failure: retried with the same event id.
-				if _, rerr := r.Store.MarkRetry(ctx, e.EventID, e.Attempt, err); rerr != nil {
+				status, rerr := r.Store.MarkRetry(ctx, e.EventID, e.Attempt, err)
+				if rerr != nil {
 					r.Log.Warn("retry not recorded", "event_id", e.EventID, "error", rerr)
+					continue
+				}
+				r.Metrics.Sent.WithLabelValues(status).Inc()
+				if status == "MANUAL" {
+					r.Metrics.Manual.Inc()
+					r.Log.Error("outbox event given up after the attempt cap; manual review", "event_id", e.EventID, "attempt", e.Attempt, "error", err)
 				}
 				continue
 			}
+			r.Metrics.Sent.WithLabelValues("SENT").Inc()
 			if err := r.Store.MarkSent(ctx, e.EventID); err != nil {
 				r.Log.Warn("sent but not marked; it will be sent again", "event_id", e.EventID, "error", err)
 			}
@@ -179,6 +241,8 @@ type Projector struct {
 	Group     string
 	Invisible time.Duration
 	Log       *slog.Logger
+	Metrics   *metrics.Projector
+	Health    *metrics.Health
 }
 
 type orderEvent struct {
@@ -192,7 +256,12 @@ type orderEvent struct {
 
 // Run projects until ctx ends.
 func (p *Projector) Run(ctx context.Context) error {
+	if p.Metrics == nil {
+		p.Metrics = metrics.NewProjector(prometheus.NewRegistry())
+	}
+	p.Health.Ready()
 	for ctx.Err() == nil {
+		p.Health.Beat()
 		ds, err := p.MQ.Receive(ctx, 16, p.Invisible)
 		if err != nil {
 			p.Log.Warn("receive failed", "error", err)
@@ -216,6 +285,7 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 			_ = p.MQ.Retry(d, 5*time.Second)
 			return
 		}
+		p.Metrics.Projected.WithLabelValues("QUARANTINED").Inc()
 		_ = p.MQ.Ack(ctx, d)
 		return
 	}
@@ -242,19 +312,27 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		_ = p.MQ.Retry(d, time.Second)
 		return
 	}
+	p.Metrics.Projected.WithLabelValues(result).Inc()
 	_ = p.MQ.Ack(ctx, d)
 }
 
 // Compensator runs compensation tasks.
 type Compensator struct {
-	Worker *compensation.Worker
-	Batch  int
-	Log    *slog.Logger
+	Worker  *compensation.Worker
+	Batch   int
+	Log     *slog.Logger
+	Metrics *metrics.Compensator
+	Health  *metrics.Health
 }
 
 // Run compensates until ctx ends.
 func (c *Compensator) Run(ctx context.Context) error {
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewCompensator(prometheus.NewRegistry())
+	}
+	c.Health.Ready()
 	for ctx.Err() == nil {
+		c.Health.Beat()
 		tasks, err := c.Worker.Claim(ctx, c.Batch)
 		if err != nil {
 			c.Log.Warn("claim failed", "error", err)
@@ -267,6 +345,15 @@ func (c *Compensator) Run(ctx context.Context) error {
 		}
 		for _, t := range tasks {
 			outcome, reason, err := c.Worker.Run(ctx, t)
+			c.Metrics.Total.WithLabelValues(outcome).Inc()
+			switch {
+			case reason == "ALREADY_COMPENSATED":
+				c.Metrics.AlreadyApplied.Inc()
+			case reason == "RESERVATION_MISSING":
+				c.Metrics.RedisMissing.Inc()
+			case outcome == compensation.OutcomeManual:
+				c.Metrics.StateConflict.Inc()
+			}
 			if err != nil || outcome != compensation.OutcomeApplied {
 				c.Log.Warn("compensation not applied", "reservation_id", t.ReservationID, "outcome", outcome, "reason", reason, "error", err)
 			}
@@ -287,11 +374,18 @@ type SendScanner struct {
 	Lease    time.Duration
 	Batch    int
 	Log      *slog.Logger
+	Metrics  *metrics.Scanner
+	Health   *metrics.Health
 }
 
 // Run scans until ctx ends.
 func (s *SendScanner) Run(ctx context.Context) error {
+	if s.Metrics == nil {
+		s.Metrics = metrics.NewScanner(prometheus.NewRegistry())
+	}
+	s.Health.Ready()
 	for ctx.Err() == nil {
+		s.Health.Beat()
 		n := 0
 		for _, sl := range s.Slots {
 			n += s.scan(ctx, sl)
@@ -330,12 +424,15 @@ func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 		_, err = s.Producer.Send(sctx, mq.Message{Topic: s.Topic, MessageID: msg.MessageID.String(),
 			Key: msg.ReservationID.String(), Tag: events.TypeOrderCreateRequested, Body: body})
 		cancel()
+		attempts, _ := strconv.Atoi(h["send_attempts"])
 		if err != nil {
-			attempts, _ := strconv.Atoi(h["send_attempts"])
+			s.Metrics.Unknown.Inc()
 			next := time.Now().Add(lease.Backoff(attempts + 1))
 			_, _ = s.Redis.RescheduleSend(ctx, sl, c.ReservationID, c.Lease, next, redisstore.MQUnknown, err.Error())
 			continue
 		}
+		s.Metrics.Resent.Inc()
+		s.Metrics.Sends.Observe(float64(attempts + 1))
 		if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now()); err != nil {
 			s.Log.Warn("sent but not acked; it will be resent with the same id", "reservation_id", c.ReservationID, "error", err)
 		}

@@ -299,3 +299,31 @@ func (s *Store) Reservation(ctx context.Context, sl Slot, id uuid.UUID) (map[str
 	}
 	return m, nil
 }
+
+// SendBacklog counts the reservations waiting in send_due over slots and how
+// far the most overdue one is past its due time (seed §12.2
+// reservation_send_pending / reservation_send_oldest_age_seconds).
+func (s *Store) SendBacklog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
+	var n int64
+	var oldest time.Duration
+	for _, sl := range slots {
+		c, err := s.c.ZCard(ctx, sl.SendDue()).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("counting %s: %w", sl.SendDue(), err)
+		}
+		n += c
+		if c == 0 {
+			continue
+		}
+		first, err := s.c.ZRangeWithScores(ctx, sl.SendDue(), 0, 0).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading %s: %w", sl.SendDue(), err)
+		}
+		if len(first) == 1 {
+			if age := now.Sub(time.UnixMilli(int64(first[0].Score))); age > oldest {
+				oldest = age
+			}
+		}
+	}
+	return n, oldest, nil
+}

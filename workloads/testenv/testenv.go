@@ -6,13 +6,8 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,82 +17,12 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/migrations"
+	"github.com/seckill/seckill-operator/workloads/stackenv"
 )
-
-var (
-	loadOnce sync.Once
-	loaded   map[string]string
-	loadErr  error
-)
-
-// envFile finds .stack/env: $SECKILL_STACK_ENV, else the nearest parent
-// directory of the working directory that has one.
-func envFile() (string, error) {
-	if p := os.Getenv("SECKILL_STACK_ENV"); p != "" {
-		return p, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, ".stack", "env")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no .stack/env found above the working directory: run `make stack-up` (hack/stack.sh up) first")
-		}
-		dir = parent
-	}
-}
-
-func load() (map[string]string, error) {
-	loadOnce.Do(func() {
-		p, err := envFile()
-		if err != nil {
-			loadErr = err
-			return
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			loadErr = fmt.Errorf("opening stack env %s: %w", p, err)
-			return
-		}
-		defer f.Close()
-		loaded = map[string]string{}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			k, v, ok := strings.Cut(line, "=")
-			if ok {
-				loaded[k] = v
-			}
-		}
-		loadErr = sc.Err()
-	})
-	return loaded, loadErr
-}
 
 // Lookup returns one endpoint of the stack (an environment variable wins
 // over the env file), for code that runs outside a test (TestMain).
-func Lookup(key string) (string, error) {
-	if v := os.Getenv(key); v != "" {
-		return v, nil
-	}
-	m, err := load()
-	if err != nil {
-		return "", err
-	}
-	if v := m[key]; v != "" {
-		return v, nil
-	}
-	return "", fmt.Errorf("stack env has no %s: run `make stack-up` again", key)
-}
+func Lookup(key string) (string, error) { return stackenv.Lookup(key) }
 
 // Get returns one endpoint of the stack (an environment variable wins over
 // the env file), failing the test when it is unknown.

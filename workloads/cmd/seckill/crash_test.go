@@ -19,10 +19,14 @@ import (
 )
 
 // buildFailpointBinary compiles this command with the failpoints tag.
-func buildFailpointBinary(t *testing.T) string {
+func buildFailpointBinary(t *testing.T) string { return buildBinary(t, "-tags", "failpoints") }
+
+// buildBinary compiles this command with the given build flags.
+func buildBinary(t *testing.T, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "seckill")
-	out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, ".").CombinedOutput()
+	args := append(append([]string{"build"}, flags...), "-o", bin, ".")
+	out, err := exec.Command("go", args...).CombinedOutput()
 	require.NoError(t, err, string(out))
 	return bin
 }
@@ -46,7 +50,7 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 			require.NoError(t, err)
 			args := []string{"consumer", "-pg-dsn", pool.Config().ConnString(), "-rmq-endpoint", endpoint,
 				"-group", "seckill-test-crash", "-create-topic", "seckill-test-crash-create",
-				"-events-topic", "seckill-test-order-events", "-invisible", "2s"}
+				"-events-topic", "seckill-test-order-events", "-invisible", "2s", "-metrics-addr", "0"}
 
 			// The message.
 			rid := ids.NewRandom()
@@ -58,22 +62,7 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 			require.NoError(t, err)
 
 			// First run: dies at the failpoint (exit 137, like kill -9).
-			crashing := exec.Command(bin, args...)
-			crashing.Env = append(os.Environ(), "SECKILL_FAILPOINTS="+fp)
-			var stderr bytes.Buffer
-			crashing.Stderr = &stderr
-			require.NoError(t, crashing.Start())
-			done := make(chan error, 1)
-			go func() { done <- crashing.Wait() }()
-			select {
-			case err := <-done:
-				var ee *exec.ExitError
-				require.True(t, errors.As(err, &ee), "exit: %v\n%s", err, stderr.String())
-				require.Equal(t, 137, ee.ExitCode(), stderr.String())
-			case <-time.After(90 * time.Second):
-				_ = crashing.Process.Kill()
-				t.Fatalf("the failpoint never fired:\n%s", stderr.String())
-			}
+			crashAt(t, bin, fp, nil, args...)
 			orders := func() int {
 				var n int
 				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE reservation_id = $1`, rid).Scan(&n))
@@ -84,9 +73,7 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 			}
 
 			// Restart without failpoints: the redelivery converges.
-			restarted := exec.Command(bin, args...)
-			require.NoError(t, restarted.Start())
-			defer func() { _ = restarted.Process.Kill(); _ = restarted.Wait() }()
+			startProcess(t, bin, args...)
 			require.Eventually(t, func() bool { return orders() == 1 }, 90*time.Second, 200*time.Millisecond)
 			var inbox, ledger, conserved int
 			require.NoError(t, pool.QueryRow(ctx, `SELECT
@@ -97,4 +84,48 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 			require.Equal(t, []int{1, 1, 1}, []int{inbox, ledger, conserved})
 		})
 	}
+}
+
+// crashAt runs the binary with the failpoint switched on and waits until it
+// dies there (exit 137, like kill -9).
+// trigger, when set, runs once the process has started (e.g. a request).
+func crashAt(t *testing.T, bin, fp string, trigger func(), args ...string) {
+	t.Helper()
+	crashing := exec.Command(bin, args...)
+	crashing.Env = append(os.Environ(), "SECKILL_FAILPOINTS="+fp)
+	var stderr bytes.Buffer
+	crashing.Stderr = &stderr
+	require.NoError(t, crashing.Start())
+	done := make(chan error, 1)
+	go func() { done <- crashing.Wait() }()
+	if trigger != nil {
+		trigger()
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		require.True(t, errors.As(err, &ee), "exit: %v\n%s", err, stderr.String())
+		require.Equal(t, 137, ee.ExitCode(), stderr.String())
+		require.Contains(t, stderr.String(), "failpoint "+fp)
+	case <-time.After(90 * time.Second):
+		_ = crashing.Process.Kill()
+		t.Fatalf("the failpoint %s never fired:\n%s", fp, stderr.String())
+	}
+}
+
+// startProcess runs the binary (no failpoints) until the test ends.
+func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	c := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	require.NoError(t, c.Start())
+	t.Cleanup(func() {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+		if t.Failed() {
+			t.Logf("%s %s:\n%s", filepath.Base(bin), args[0], stderr.String())
+		}
+	})
+	return c
 }

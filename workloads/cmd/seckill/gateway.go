@@ -75,7 +75,7 @@ func runGateway(ctx context.Context, args []string) error {
 	closers = append(closers, prod.Close)
 	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, TokenKey: []byte(*tokenKey),
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
-		SendAttempts: 2, SendTimeout: time.Second, RatePerSecond: *rate}, redisstore.New(rdb), pool, prod, ring, log)
+		SendAttempts: 2, SendTimeout: time.Second, RatePerSecond: *rate, Failpoint: failpoint}, redisstore.New(rdb), pool, prod, ring, log)
 	srv := &http.Server{Addr: *addr, Handler: g.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

@@ -28,6 +28,7 @@ commands:
   projector    order events -> Redis projection
   compensator  rejected reservations -> Redis stock, once
   scanner      send-scanner: resend reservations not known to be sent
+  dlq-replay   send a group's dead-lettered messages back to its topic (same message ids)
 
 Run "seckill <command> -h" for its flags.
 `
@@ -47,6 +48,8 @@ func main() {
 		err = runGateway(ctx, os.Args[2:])
 	case "consumer", "relay", "projector", "compensator", "scanner":
 		err = worker(ctx, os.Args[1], os.Args[2:])
+	case "dlq-replay":
+		err = runDLQReplay(ctx, os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
@@ -37,6 +39,9 @@ func worker(ctx context.Context, name string, args []string) error {
 	lease := fs.Duration("lease", 30*time.Second, "lease duration")
 	invisible := fs.Duration("invisible", 30*time.Second, "how long a received message stays invisible before redelivery")
 	paymentWindow := fs.Duration("payment-window", 15*time.Minute, "how long a new order waits for payment")
+	metricsAddr := fs.String("metrics-addr", envOr(names.EnvMetricsAddr, fmt.Sprintf(":%d", names.MetricsPort)),
+		"listen address of /metrics, /healthz, /readyz (\"0\": off) ($"+names.EnvMetricsAddr+")")
+	maxAttempts := fs.Int("max-attempts", names.RetryLimit+1, "deliveries the consumer group allows before its DLQ (retry limit + 1)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -50,8 +55,8 @@ func worker(ctx context.Context, name string, args []string) error {
 	if err := c.Check(need); err != nil {
 		return usageError{err}
 	}
-	if *lease <= 0 || *paymentWindow <= 0 || *invisible < time.Second {
-		return usageError{fmt.Errorf("-lease and -payment-window must be positive, -invisible at least 1s")}
+	if *lease <= 0 || *paymentWindow <= 0 || *invisible < time.Second || *maxAttempts < 1 {
+		return usageError{fmt.Errorf("-lease and -payment-window must be positive, -invisible at least 1s, -max-attempts at least 1")}
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", name, "owner", *owner)
 
@@ -61,27 +66,48 @@ func worker(ctx context.Context, name string, args []string) error {
 			_ = closers[i]()
 		}
 	}()
+	ob := &observe{reg: metrics.Registry(), health: &metrics.Health{Stale: 2 * time.Minute}}
 	var w runner
 	var err error
 	switch name {
 	case "consumer":
-		w, err = buildConsumer(ctx, &c, &closers, *group, *createTopic, *eventsTopic, *paymentWindow, *invisible, log)
+		w, err = buildConsumer(ctx, &c, &closers, ob, *group, *createTopic, *eventsTopic, *paymentWindow, *invisible, *maxAttempts, log)
 	case "relay":
-		w, err = buildRelay(ctx, &c, &closers, *owner, *lease, *eventsTopic, log)
+		w, err = buildRelay(ctx, &c, &closers, ob, *owner, *lease, *eventsTopic, log)
 	case "projector":
-		w, err = buildProjector(ctx, &c, &closers, *group, *eventsTopic, *invisible, log)
+		w, err = buildProjector(ctx, &c, &closers, ob, *group, *eventsTopic, *invisible, log)
 	case "compensator":
-		w, err = buildCompensator(ctx, &c, &closers, *owner, *lease, log)
+		w, err = buildCompensator(ctx, &c, &closers, ob, *owner, *lease, log)
 	case "scanner":
-		w, err = buildScanner(ctx, &c, &closers, *createTopic, log)
+		w, err = buildScanner(ctx, &c, &closers, ob, *createTopic, log)
 	}
 	if err != nil {
 		return err
 	}
-	log.Info("started")
-	err = w.Run(ctx)
+	// The worker stops when the metrics server cannot listen: a worker its
+	// probes cannot see would be restarted by the kubelet anyway.
+	rctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		serr := metrics.Serve(rctx, *metricsAddr, metrics.Handler(ob.reg, ob.health))
+		stop()
+		served <- serr
+	}()
+	log.Info("started", "metrics_addr", *metricsAddr)
+	err = w.Run(rctx)
+	stop()
+	if serr := <-served; serr != nil && err == nil {
+		err = serr
+	}
 	log.Info("stopped")
 	return err
+}
+
+// observe is what every worker reports through: its metrics registry and
+// the health its probes read.
+type observe struct {
+	reg    *prometheus.Registry
+	health *metrics.Health
 }
 
 // openPG connects to PostgreSQL and registers the pool for closing.
@@ -112,7 +138,7 @@ func orDefault(v, def string) string {
 	return v
 }
 
-func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() error, group, createTopic, eventsTopic string, pw, invisible time.Duration, log *slog.Logger) (runner, error) {
+func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, group, createTopic, eventsTopic string, pw, invisible time.Duration, maxAttempts int, log *slog.Logger) (runner, error) {
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
@@ -124,13 +150,14 @@ func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() erro
 	}
 	*closers = append(*closers, cons.Close)
 	host, _ := os.Hostname()
-	return &pipeline.OrderConsumer{MQ: cons, Invisible: invisible, Log: log,
+	return &pipeline.OrderConsumer{MQ: cons, Invisible: invisible, Log: log, MaxAttempts: maxAttempts,
+		Metrics: metrics.NewConsumer(ob.reg, group), Health: ob.health,
 		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ActivityID: c.ActivityID,
 		Store: &orderstore.Consumer{Pool: pool, Group: group, PaymentWindow: pw, EventsTopic: eventsTopic,
 			Failpoint: failpoint}}, nil
 }
 
-func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, owner string, lease time.Duration, eventsTopic string, log *slog.Logger) (runner, error) {
+func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, owner string, lease time.Duration, eventsTopic string, log *slog.Logger) (runner, error) {
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
@@ -140,11 +167,13 @@ func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, 
 		return nil, err
 	}
 	*closers = append(*closers, prod.Close)
-	return &pipeline.Relay{Producer: prod, Batch: 64, Log: log,
-		Store: &outbox.Store{Pool: pool, Owner: owner, Lease: lease, MaxAttempts: 20}}, nil
+	store := &outbox.Store{Pool: pool, Owner: owner, Lease: lease, MaxAttempts: 20}
+	ob.reg.MustRegister(metrics.NewBacklog("outbox", "Outbox events not yet sent", store.Backlog))
+	return &pipeline.Relay{Producer: prod, Batch: 64, Log: log, Store: store,
+		Metrics: metrics.NewRelay(ob.reg), Health: ob.health}, nil
 }
 
-func buildProjector(ctx context.Context, c *config.Common, closers *[]func() error, group, eventsTopic string, invisible time.Duration, log *slog.Logger) (runner, error) {
+func buildProjector(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, group, eventsTopic string, invisible time.Duration, log *slog.Logger) (runner, error) {
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
@@ -159,10 +188,11 @@ func buildProjector(ctx context.Context, c *config.Common, closers *[]func() err
 		return nil, err
 	}
 	*closers = append(*closers, cons.Close)
-	return &pipeline.Projector{MQ: cons, Redis: redisstore.New(rdb), Pool: pool, Group: group, Invisible: invisible, Log: log}, nil
+	return &pipeline.Projector{MQ: cons, Redis: redisstore.New(rdb), Pool: pool, Group: group, Invisible: invisible, Log: log,
+		Metrics: metrics.NewProjector(ob.reg), Health: ob.health}, nil
 }
 
-func buildCompensator(ctx context.Context, c *config.Common, closers *[]func() error, owner string, lease time.Duration, log *slog.Logger) (runner, error) {
+func buildCompensator(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, owner string, lease time.Duration, log *slog.Logger) (runner, error) {
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
@@ -171,11 +201,13 @@ func buildCompensator(ctx context.Context, c *config.Common, closers *[]func() e
 	if err != nil {
 		return nil, err
 	}
-	return &pipeline.Compensator{Batch: 32, Log: log, Worker: &compensation.Worker{Pool: pool, Redis: redisstore.New(rdb),
-		Owner: owner, Lease: lease, MaxAttempts: 20, TerminalTTL: 30 * 24 * time.Hour, Failpoint: failpoint}}, nil
+	w := &compensation.Worker{Pool: pool, Redis: redisstore.New(rdb),
+		Owner: owner, Lease: lease, MaxAttempts: 20, TerminalTTL: 30 * 24 * time.Hour, Failpoint: failpoint}
+	ob.reg.MustRegister(metrics.NewBacklog("compensation", "Compensation tasks not yet applied", w.Backlog))
+	return &pipeline.Compensator{Batch: 32, Log: log, Worker: w, Metrics: metrics.NewCompensator(ob.reg), Health: ob.health}, nil
 }
 
-func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error, createTopic string, log *slog.Logger) (runner, error) {
+func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, createTopic string, log *slog.Logger) (runner, error) {
 	slots, err := c.Slots()
 	if err != nil {
 		return nil, usageError{err}
@@ -189,6 +221,9 @@ func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error
 		return nil, err
 	}
 	*closers = append(*closers, prod.Close)
-	return &pipeline.SendScanner{Redis: redisstore.New(rdb), Producer: prod, Topic: createTopic, Slots: slots,
-		Lease: 10 * time.Second, Batch: 64, Log: log}, nil
+	rs := redisstore.New(rdb)
+	ob.reg.MustRegister(metrics.NewBacklog("reservation_send", "Reservations whose order-create message is not known to be sent",
+		func(ctx context.Context) (int64, time.Duration, error) { return rs.SendBacklog(ctx, slots, time.Now()) }))
+	return &pipeline.SendScanner{Redis: rs, Producer: prod, Topic: createTopic, Slots: slots,
+		Lease: 10 * time.Second, Batch: 64, Log: log, Metrics: metrics.NewScanner(ob.reg), Health: ob.health}, nil
 }

@@ -1,0 +1,45 @@
+package main_test
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Bad flags are refused before anything connects: exit status 2 and a
+// message naming the flag.
+func TestBadFlagsAreRefused(t *testing.T) {
+	bin := buildBinary(t)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"sell"}, `unknown command "sell"`},
+		{"consumer without PostgreSQL", []string{"consumer", "-rmq-endpoint", "x:1", "-pg-dsn", ""}, "-pg-dsn is required"},
+		{"consumer zero attempts", []string{"consumer", "-rmq-endpoint", "x:1", "-pg-dsn", "postgres://x", "-max-attempts", "0"}, "-max-attempts at least 1"},
+		{"scanner bad redis mode", []string{"scanner", "-rmq-endpoint", "x:1", "-redis-addrs", "x:1", "-redis-mode", "ring", "-skus", "1:1"}, `-redis-mode "ring"`},
+		{"sentinel without master", []string{"compensator", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-redis-mode", "sentinel"}, "-redis-master is required"},
+		{"dlq-replay without group", []string{"dlq-replay", "-rmq-endpoint", "x:1"}, "-group is required"},
+		{"dlq-replay unknown group", []string{"dlq-replay", "-rmq-endpoint", "x:1", "-group", "someone-else"}, "-topic is required"},
+		{"dlq-replay negative max", []string{"dlq-replay", "-rmq-endpoint", "x:1", "-group", "seckill-order-consumer", "-max", "-1"}, "-max must be"},
+		{"dlq-replay without endpoint", []string{"dlq-replay", "-group", "seckill-order-consumer", "-rmq-endpoint", ""}, "-rmq-endpoint is required"},
+		{"gateway short token key", []string{"gateway", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-rmq-endpoint", "x:1", "-skus", "1:1", "-id-keys", "1:00112233445566778899aabbccddeeff", "-token-key", "short"}, "-token-key must be at least 32 bytes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"} // nothing from the caller's environment
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "want a refusal, got %v\n%s", err, stderr.String())
+			require.Equal(t, 2, ee.ExitCode(), stderr.String())
+			require.Contains(t, stderr.String(), tc.want)
+		})
+	}
+}

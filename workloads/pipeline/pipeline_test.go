@@ -1,9 +1,11 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -250,5 +252,40 @@ func TestScannerRecoversGatewayCrashes(t *testing.T) {
 		n, err := h.rs.Client().ZCard(h.ctx, sl.SendDue()).Result()
 		require.NoError(t, err)
 		require.Zero(t, n, "nothing left to send")
+	}
+}
+
+// Bad messages on the order-create topic — not JSON, oversized, an unknown
+// schema, are each quarantined with
+// their bytes and a reason, acknowledged (never retried forever), and the
+// consumer goes on to create the order of the good message behind them.
+func TestBadMessagesAreQuarantinedAndTheConsumerKeepsGoing(t *testing.T) {
+	h := start(t, 5, 3)
+	bad := map[string][]byte{
+		events.ReasonMalformed:     []byte(`{"event_type": "ORDER_CREATE_REQUESTED", `),
+		events.ReasonOversized:     []byte(`{"pad":"` + strings.Repeat("x", events.MaxMessageBytes) + `"}`),
+		events.ReasonUnknownSchema: []byte(`{"schema_version":7,"event_type":"ORDER_CREATE_REQUESTED"}`),
+	}
+	for _, body := range bad {
+		_, err := h.producer.Send(h.ctx, mq.Message{Topic: topicCreate, MessageID: ids.NewRandom().String(), Body: body})
+		require.NoError(t, err)
+	}
+	r, ok := h.reserve(t, 4242, true, true)
+	require.True(t, ok)
+	require.Eventually(t, func() bool {
+		return count(t, h.pool, `SELECT count(*) FROM orders WHERE reservation_id = $1`, r.ReservationID) == 1
+	}, 60*time.Second, 200*time.Millisecond, "the good message behind the bad ones makes its order")
+	for reason, body := range bad {
+		require.Eventually(t, func() bool {
+			var got []byte
+			err := h.pool.QueryRow(h.ctx, `SELECT payload FROM message_quarantine WHERE reason_code = $1 AND payload_hash = sha256($2)`,
+				reason, body).Scan(&got)
+			return err == nil && bytes.Equal(got, body)
+		}, 30*time.Second, 200*time.Millisecond, "%s kept byte for byte", reason)
+	}
+	// Not retried: each is quarantined once.
+	time.Sleep(2 * time.Second)
+	for reason, body := range bad {
+		require.Equal(t, 1, count(t, h.pool, `SELECT count(*) FROM message_quarantine WHERE payload_hash = sha256($1)`, body), reason)
 	}
 }

@@ -61,14 +61,35 @@ type Producer struct {
 // does not exist on the broker.
 func NewProducer(endpoint string, topics ...string) (*Producer, error) {
 	quietClientLog()
-	p, err := rmq.NewProducer(config(endpoint, ""), rmq.WithTopics(topics...), rmq.WithMaxAttempts(1))
+	var p rmq.Producer
+	err := startRetrying(func() error {
+		var err error
+		if p, err = rmq.NewProducer(config(endpoint, ""), rmq.WithTopics(topics...), rmq.WithMaxAttempts(1)); err != nil {
+			return fmt.Errorf("creating RocketMQ producer: %w", err)
+		}
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("starting RocketMQ producer for %v: %w", topics, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("creating RocketMQ producer: %w", err)
-	}
-	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("starting RocketMQ producer for %v: %w", topics, err)
+		return nil, err
 	}
 	return &Producer{p: p}, nil
+}
+
+// startRetrying retries a client start that failed on the client library's
+// start-up race (its settings are marshaled while being filled in: "size
+// mismatch"), at most three times. Other errors are returned at once.
+func startRetrying(start func() error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = start(); err == nil || !strings.Contains(err.Error(), "size mismatch") {
+			return err
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	return err
 }
 
 // Send sends one message and returns the broker's id for it. An error does
@@ -133,14 +154,22 @@ func NewConsumer(endpoint, group string, topics ...string) (*Consumer, error) {
 	for _, t := range topics {
 		subs[t] = rmq.SUB_ALL
 	}
-	c, err := rmq.NewSimpleConsumer(config(endpoint, group),
-		rmq.WithSimpleAwaitDuration(5*time.Second),
-		rmq.WithSimpleSubscriptionExpressions(subs))
+	var c rmq.SimpleConsumer
+	err := startRetrying(func() error {
+		var err error
+		c, err = rmq.NewSimpleConsumer(config(endpoint, group),
+			rmq.WithSimpleAwaitDuration(5*time.Second),
+			rmq.WithSimpleSubscriptionExpressions(subs))
+		if err != nil {
+			return fmt.Errorf("creating RocketMQ consumer %s: %w", group, err)
+		}
+		if err := c.Start(); err != nil {
+			return fmt.Errorf("starting RocketMQ consumer %s for %v: %w", group, topics, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("creating RocketMQ consumer %s: %w", group, err)
-	}
-	if err := c.Start(); err != nil {
-		return nil, fmt.Errorf("starting RocketMQ consumer %s for %v: %w", group, topics, err)
+		return nil, err
 	}
 	return &Consumer{c: c}, nil
 }

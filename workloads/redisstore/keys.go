@@ -69,6 +69,11 @@ func (s Slot) Counter() string { return s.key("counter") }
 // SendDue is the ZSET of reservations waiting to be sent, scored by the next attempt.
 func (s Slot) SendDue() string { return s.key("send_due") }
 
+// Open is the ZSET of reservations PostgreSQL has not decided yet (created,
+// not yet projected as an order nor compensated), scored by reserved_at: the
+// order-create backlog the operator scales and guards on.
+func (s Slot) Open() string { return s.key("open") }
+
 // Reservation is the reservation hash.
 func (s Slot) Reservation(id uuid.UUID) string { return s.key("reservation", id.String()) }
 

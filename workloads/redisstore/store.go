@@ -102,7 +102,7 @@ const (
 func (s *Store) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error) {
 	sl := r.Slot
 	keys := []string{sl.Window(), sl.Stock(), sl.Counter(), sl.Request(r.UserID, r.RequestID),
-		sl.User(r.UserID), sl.Reservation(r.ReservationID), sl.SendDue()}
+		sl.User(r.UserID), sl.Reservation(r.ReservationID), sl.SendDue(), sl.Open()}
 	v, err := scriptReserve.Run(ctx, s.c, keys,
 		r.ReservationID.String(), r.MessageID.String(), r.RequestID.String(),
 		sl.ActivityID, sl.SKUID, r.UserID, sl.Bucket,
@@ -133,7 +133,7 @@ const (
 
 // Compensate runs compensate.lua.
 func (s *Store) Compensate(ctx context.Context, sl Slot, reservationID uuid.UUID, compensationID string, now time.Time, terminalTTL time.Duration) (Result, error) {
-	keys := []string{sl.Reservation(reservationID), sl.Stock(), sl.Compensation(reservationID), sl.Counter(), sl.SendDue()}
+	keys := []string{sl.Reservation(reservationID), sl.Stock(), sl.Compensation(reservationID), sl.Counter(), sl.SendDue(), sl.Open()}
 	v, err := scriptCompensate.Run(ctx, s.c, keys, reservationID.String(), compensationID, ms(now), terminalTTL.Milliseconds()).Result()
 	res, _, err := result(v, err)
 	if err != nil {
@@ -144,7 +144,7 @@ func (s *Store) Compensate(ctx context.Context, sl Slot, reservationID uuid.UUID
 
 // ProjectOrderCreated runs project_order_created.lua.
 func (s *Store) ProjectOrderCreated(ctx context.Context, sl Slot, reservationID, orderID uuid.UUID, now time.Time) (Result, error) {
-	keys := []string{sl.Reservation(reservationID), sl.Counter(), sl.SendDue()}
+	keys := []string{sl.Reservation(reservationID), sl.Counter(), sl.SendDue(), sl.Open()}
 	v, err := scriptProjectOrderCreated.Run(ctx, s.c, keys, reservationID.String(), orderID.String(), ms(now)).Result()
 	res, _, err := result(v, err)
 	if err != nil {
@@ -155,7 +155,7 @@ func (s *Store) ProjectOrderCreated(ctx context.Context, sl Slot, reservationID,
 
 // ReleaseAfterCancel runs release_after_cancel.lua.
 func (s *Store) ReleaseAfterCancel(ctx context.Context, sl Slot, reservationID, orderID uuid.UUID, now time.Time, terminalTTL time.Duration) (Result, error) {
-	keys := []string{sl.Reservation(reservationID), sl.Stock(), sl.Counter(), sl.SendDue()}
+	keys := []string{sl.Reservation(reservationID), sl.Stock(), sl.Counter(), sl.SendDue(), sl.Open()}
 	v, err := scriptReleaseAfterCancel.Run(ctx, s.c, keys, reservationID.String(), orderID.String(), ms(now), terminalTTL.Milliseconds()).Result()
 	res, _, err := result(v, err)
 	if err != nil {
@@ -318,6 +318,33 @@ func (s *Store) SendBacklog(ctx context.Context, slots []Slot, now time.Time) (i
 		first, err := s.c.ZRangeWithScores(ctx, sl.SendDue(), 0, 0).Result()
 		if err != nil {
 			return 0, 0, fmt.Errorf("reading %s: %w", sl.SendDue(), err)
+		}
+		if len(first) == 1 {
+			if age := now.Sub(time.UnixMilli(int64(first[0].Score))); age > oldest {
+				oldest = age
+			}
+		}
+	}
+	return n, oldest, nil
+}
+
+// Backlog counts the reservations PostgreSQL has not decided yet over slots
+// and the age of the oldest (the order-create backlog, seed §11.3).
+func (s *Store) Backlog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
+	var n int64
+	var oldest time.Duration
+	for _, sl := range slots {
+		c, err := s.c.ZCard(ctx, sl.Open()).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("counting %s: %w", sl.Open(), err)
+		}
+		n += c
+		if c == 0 {
+			continue
+		}
+		first, err := s.c.ZRangeWithScores(ctx, sl.Open(), 0, 0).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading %s: %w", sl.Open(), err)
 		}
 		if len(first) == 1 {
 			if age := now.Sub(time.UnixMilli(int64(first[0].Score))); age > oldest {

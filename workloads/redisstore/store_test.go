@@ -469,3 +469,40 @@ func TestNoScriptFallback(t *testing.T) {
 	require.NoError(t, c.ScriptFlush(ctx).Err())
 	f.reserve(t, 1)
 }
+
+// The open set is the order-create backlog: a reservation enters it when
+// reserved and leaves it once PostgreSQL's decision is applied (projected,
+// compensated or released); its oldest entry gives the backlog's age.
+func TestBacklogFollowsOpenReservations(t *testing.T) {
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		f := newFixture(t, c, 5, 1)
+		backlog := func(now time.Time) (int64, time.Duration) {
+			n, age, err := f.s.Backlog(ctx, []redisstore.Slot{f.slot}, now)
+			require.NoError(t, err)
+			return n, age
+		}
+		n, age := backlog(f.now)
+		require.Equal(t, []any{int64(0), time.Duration(0)}, []any{n, age})
+		a := f.reserve(t, 1)
+		f.now = f.now.Add(10 * time.Second)
+		b := f.reserve(t, 2)
+		d := f.reserve(t, 3)
+		n, age = backlog(f.now.Add(5 * time.Second))
+		require.Equal(t, int64(3), n)
+		require.Equal(t, 15*time.Second, age, "the oldest open reservation")
+
+		_, err := f.s.ProjectOrderCreated(ctx, f.slot, a.ReservationID, ids.NewRandom(), f.now)
+		require.NoError(t, err)
+		n, age = backlog(f.now.Add(5 * time.Second))
+		require.Equal(t, int64(2), n)
+		require.Equal(t, 5*time.Second, age)
+		_, err = f.s.Compensate(ctx, f.slot, b.ReservationID, "c", f.now, ttl)
+		require.NoError(t, err)
+		_, err = f.s.ReleaseAfterCancel(ctx, f.slot, d.ReservationID, ids.NewRandom(), f.now, ttl)
+		require.NoError(t, err)
+		n, _ = backlog(f.now)
+		require.Zero(t, n)
+		require.Equal(t, f.counters(t).OpenReserved, n, "the set and the counter agree")
+	})
+}

@@ -5,6 +5,7 @@
 -- KEYS[3] compensation mark  seckill:{T}:comp:{reservation_id}
 -- KEYS[4] counters hash      seckill:{T}:counter
 -- KEYS[5] send_due zset      seckill:{T}:send_due   (the entry is removed: nothing left to send)
+-- KEYS[6] open zset          seckill:{T}:open       (the reservation is decided)
 --
 -- ARGV[1] reservation_id     ARGV[2] compensation_id
 -- ARGV[3] now_ms             ARGV[4] terminal_ttl_ms
@@ -52,6 +53,7 @@ end
 redis.call('HSET', KEYS[1], 'status', 'COMPENSATED', 'compensation_id', ARGV[2], 'compensated_at_ms', ARGV[3])
 redis.call('SET', KEYS[3], ARGV[2])
 redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
 redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[4]))
 return {1, 'COMPENSATED'}

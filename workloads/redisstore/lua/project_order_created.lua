@@ -4,6 +4,7 @@
 -- KEYS[1] reservation hash   seckill:{T}:reservation:{reservation_id}
 -- KEYS[2] counters hash      seckill:{T}:counter
 -- KEYS[3] send_due zset      seckill:{T}:send_due
+-- KEYS[4] open zset          seckill:{T}:open
 --
 -- ARGV[1] reservation_id     ARGV[2] order_id     ARGV[3] now_ms
 --
@@ -31,4 +32,5 @@ redis.call('HSET', KEYS[1], 'status', 'ORDER_CREATED', 'order_id', ARGV[2], 'ord
 redis.call('HINCRBY', KEYS[2], 'open_reserved', -1)
 redis.call('HINCRBY', KEYS[2], 'committed', 1)
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 return {1, 'PROJECTED'}

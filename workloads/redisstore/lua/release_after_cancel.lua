@@ -5,6 +5,7 @@
 -- KEYS[2] available stock    seckill:{T}:stock
 -- KEYS[3] counters hash      seckill:{T}:counter
 -- KEYS[4] send_due zset      seckill:{T}:send_due
+-- KEYS[5] open zset          seckill:{T}:open
 --
 -- ARGV[1] reservation_id     ARGV[2] order_id     ARGV[3] now_ms     ARGV[4] terminal_ttl_ms
 --
@@ -37,5 +38,6 @@ end
 redis.call('INCRBY', KEYS[2], 1)
 redis.call('HSET', KEYS[1], 'status', 'CANCELLED', 'order_id', ARGV[2], 'cancelled_at_ms', ARGV[3])
 redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
 return {1, 'RELEASED'}

@@ -7,6 +7,7 @@
 -- KEYS[5] user mark          seckill:{T}:user:{user_id}
 -- KEYS[6] reservation hash   seckill:{T}:reservation:{reservation_id}
 -- KEYS[7] send_due zset      seckill:{T}:send_due
+-- KEYS[8] open zset          seckill:{T}:open         reservation_id -> reserved_at_ms, until PostgreSQL decides
 --
 -- ARGV[1] reservation_id     ARGV[2] message_id       ARGV[3] request_id
 -- ARGV[4] activity_id        ARGV[5] sku_id           ARGV[6] user_id
@@ -60,6 +61,7 @@ end
 
 redis.call('DECR', KEYS[2])
 redis.call('HINCRBY', KEYS[3], 'open_reserved', 1)
+redis.call('ZADD', KEYS[8], tonumber(ARGV[8]), ARGV[1])
 redis.call('HSET', KEYS[6],
     'status', 'RESERVED',
     'mq_state', 'PENDING',

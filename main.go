@@ -59,10 +59,14 @@ func main() {
 		log.Error(err, "creating manager")
 		os.Exit(1)
 	}
+	stores := &controllers.StoreCache{}
+	defer stores.Close()
 	if err := (&controllers.SeckillActivityReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("seckill-operator"),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder("seckill-operator"),
+		Stores:    stores,
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the SeckillActivity controller")
 		os.Exit(1)

@@ -3,47 +3,192 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/control"
+)
+
+// Finalizer archives an activity before it goes away.
+const Finalizer = "seckill.io/archive"
+
+// AnnotationSkipArchive lets a deletion proceed without archiving when the
+// stores are gone for good (set it by hand, knowingly).
+const AnnotationSkipArchive = "seckill.io/skip-archive"
+
+const (
+	defaultDeadline      = 5 * time.Minute
+	defaultPaymentWindow = 15 * time.Minute
+	defaultRetention     = 168 * time.Hour
+	// connRetry bounds the requeue after a connection failure: no crash
+	// loop, no hot loop.
+	connRetry = 30 * time.Second
+	// activePoll is how often an active sale is re-measured (scaling, backlog).
+	activePoll = 10 * time.Second
 )
 
 // SeckillActivityReconciler reconciles a SeckillActivity.
 type SeckillActivityReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
-	Recorder events.EventRecorder
+	// APIReader reads Secrets uncached.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Stores    Stores
+	// Now is the clock (tests move it).
+	Now func() time.Time
+	// ConnRetry and ActivePoll override connRetry and activePoll (tests).
+	ConnRetry, ActivePoll time.Duration
+
+	mu      sync.Mutex
+	samples map[types.NamespacedName]dbSample
+}
+
+type dbSample struct {
+	commits int64
+	at      time.Time
 }
 
 // +kubebuilder:rbac:groups=seckill.io,resources=seckillactivities,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=seckill.io,resources=seckillactivities/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=seckill.io,resources=seckillactivities/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=batch,resources=cronjobs;jobs,verbs=get;list;watch;create;update;patch
 
-// Reconcile is the step list of one activity. This first cut observes the
-// manifest and records it in status; provisioning, workloads, scaling, the
-// backlog guard and the lifecycle are the steps that follow.
+// Reconcile runs the steps of one activity, in order:
+//  1. finalize when deleted (archive, keep business data), else hold the finalizer;
+//  2. read the connection Secrets and open the stores (failures: Degraded, bounded requeue);
+//  3. provision the stock once per generation (provision.go);
+//  4. move the window flag the gateway obeys (window.go);
+//  5. measure counts, backlog and consumers; decide the consumer count (scaling.go);
+//  6. apply the workloads (workloads.go);
+//  7. the backlog guard (backlog.go);
+//  8. the lifecycle phase, the final reconcile, events (lifecycle.go).
 func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var act seckillv1alpha1.SeckillActivity
 	if err := r.Get(ctx, req.NamespacedName, &act); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// Observe: record the manifest's totals and the first phase.
-	if err := r.updateStatus(ctx, &act, func(st *seckillv1alpha1.SeckillActivityStatus) {
-		observeSpec(&act, st)
-	}); err != nil {
+	if !act.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &act)
+	}
+	if controllerutil.AddFinalizer(&act, Finalizer) {
+		if err := r.Update(ctx, &act); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
+		}
+	}
+	before := act.DeepCopy()
+	st := &act.Status
+	observeSpec(&act, st)
+	now := r.now()
+
+	store, err := r.open(ctx, &act)
+	if err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
+	setCondition(&act, seckillv1alpha1.ConditionDegraded, false, "Connected", "PostgreSQL and Redis answer")
+
+	if err := r.provision(ctx, &act, store); err != nil {
+		if errors.Is(err, control.ErrStockDecrease) {
+			st.Phase = seckillv1alpha1.PhaseFailed
+		}
+		return r.degraded(ctx, before, &act, err)
+	}
+	next, err := r.moveWindow(ctx, &act, store, now)
+	if err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
+	backlog, err := r.measure(ctx, &act, store, now)
+	if err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
+	desired := r.scale(ctx, &act, store, backlog, now)
+	ready, allReady, err := r.applyWorkloads(ctx, &act, desired)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, nil
+	st.DesiredConsumers, st.ReadyConsumers = desired, ready
+	if allReady {
+		setCondition(&act, seckillv1alpha1.ConditionWorkloadsReady, true, "Ready", "every workload is ready")
+	} else {
+		setCondition(&act, seckillv1alpha1.ConditionWorkloadsReady, false, "Progressing", "waiting for the workloads' pods")
+	}
+	if err := r.guardBacklog(ctx, &act, store, backlog); err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
+	after, err := r.lifecycle(ctx, &act, store, backlog, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.patchStatus(ctx, before, &act); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeueAfter(act.Status.Phase, next, after, now, orDur(r.ActivePoll, activePoll))}, nil
+}
+
+func orDur(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (r *SeckillActivityReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity) (*control.Store, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	e, err := readEndpoints(ctx, reader, act)
+	if err != nil {
+		return nil, err
+	}
+	return r.Stores.Open(ctx, e)
+}
+
+// degraded records a failure as the Degraded condition with its reason and
+// requeues after a bounded delay instead of failing the reconcile.
+func (r *SeckillActivityReconciler) degraded(ctx context.Context, before, act *seckillv1alpha1.SeckillActivity, cause error) (ctrl.Result, error) {
+	reason := reasonOf(cause)
+	logf.FromContext(ctx).Info("degraded", "reason", reason, "error", cause.Error())
+	prev := meta.FindStatusCondition(before.Status.Conditions, seckillv1alpha1.ConditionDegraded)
+	setCondition(act, seckillv1alpha1.ConditionDegraded, true, reason, cause.Error())
+	if prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason != reason {
+		r.Recorder.Eventf(act, nil, corev1.EventTypeWarning, reason, "Degrade", "%s", cause.Error())
+	}
+	if err := r.patchStatus(ctx, before, act); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: orDur(r.ConnRetry, connRetry)}, nil
 }
 
 // observeSpec fills the status fields that follow from the spec alone.
@@ -64,13 +209,7 @@ func observeSpec(act *seckillv1alpha1.SeckillActivity, st *seckillv1alpha1.Secki
 	st.SKUs = skus
 	st.Sold = fmt.Sprintf("%d/%d", sold, stock)
 	if meta.FindStatusCondition(st.Conditions, seckillv1alpha1.ConditionStockProvisioned) == nil {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: seckillv1alpha1.ConditionStockProvisioned, Status: metav1.ConditionFalse,
-			Reason: "NotProvisioned", Message: "stock has not been provisioned yet", ObservedGeneration: act.Generation,
-		})
-	}
-	for i := range st.Conditions {
-		st.Conditions[i].ObservedGeneration = act.Generation
+		setCondition(act, seckillv1alpha1.ConditionStockProvisioned, false, "NotProvisioned", "stock has not been provisioned yet")
 	}
 	st.ObservedGeneration = act.Generation
 }
@@ -84,12 +223,28 @@ func findSKU(list []seckillv1alpha1.SKUStatus, id int64) seckillv1alpha1.SKUStat
 	return seckillv1alpha1.SKUStatus{}
 }
 
-// updateStatus applies mutate to a copy of the status and patches it only
-// when something changed (optimistic lock: a conflict requeues).
-func (r *SeckillActivityReconciler) updateStatus(ctx context.Context, act *seckillv1alpha1.SeckillActivity,
-	mutate func(*seckillv1alpha1.SeckillActivityStatus)) error {
-	before := act.DeepCopy()
-	mutate(&act.Status)
+func setCondition(act *seckillv1alpha1.SeckillActivity, typ string, status bool, reason, msg string) {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&act.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason,
+		Message: msg, ObservedGeneration: act.Generation})
+}
+
+func dur(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return def
+	}
+	return d.Duration
+}
+
+// patchStatus patches the status when it changed (optimistic lock: a
+// conflict is returned and the reconcile is retried).
+func (r *SeckillActivityReconciler) patchStatus(ctx context.Context, before, act *seckillv1alpha1.SeckillActivity) error {
+	for i := range act.Status.Conditions {
+		act.Status.Conditions[i].ObservedGeneration = act.Generation
+	}
 	if equality.Semantic.DeepEqual(before.Status, act.Status) {
 		return nil
 	}
@@ -102,10 +257,36 @@ func (r *SeckillActivityReconciler) updateStatus(ctx context.Context, act *secki
 	return nil
 }
 
-// SetupWithManager registers the reconciler.
+// requeueAfter: at the next window change at the latest; often while the
+// sale runs or drains; rarely once it is completed.
+func requeueAfter(phase seckillv1alpha1.Phase, nextWindow, after, now time.Time, poll time.Duration) time.Duration {
+	d := 5 * time.Minute
+	switch phase {
+	case seckillv1alpha1.PhaseActive, seckillv1alpha1.PhaseDraining, seckillv1alpha1.PhaseReconciling, seckillv1alpha1.PhasePaused:
+		d = poll
+	case seckillv1alpha1.PhaseScheduled, seckillv1alpha1.PhasePending, seckillv1alpha1.PhaseProvisioning:
+		d = min(time.Minute, 6*poll)
+	}
+	for _, t := range []time.Time{nextWindow, after} {
+		if !t.IsZero() {
+			if until := t.Sub(now) + 100*time.Millisecond; until < d {
+				d = max(until, 100*time.Millisecond)
+			}
+		}
+	}
+	return d
+}
+
+// SetupWithManager registers the reconciler; changes to the objects it owns
+// bring it back.
 func (r *SeckillActivityReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&seckillv1alpha1.SeckillActivity{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&batchv1.CronJob{}).
+		Owns(&batchv1.Job{}).
 		Named("seckillactivity").
 		Complete(r)
 }

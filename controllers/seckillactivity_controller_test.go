@@ -46,6 +46,13 @@ func TestCreateAndReadWithDefaults(t *testing.T) {
 	require.NotNil(t, c)
 	require.Equal(t, metav1.ConditionFalse, c.Status)
 	require.Equal(t, got.Generation, c.ObservedGeneration)
+	// Its Secret does not exist: a condition with the reason, not a crash loop.
+	require.Eventually(t, func() bool {
+		_ = k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: "create-read"}, &got)
+		d := meta.FindStatusCondition(got.Status.Conditions, seckillv1alpha1.ConditionDegraded)
+		return d != nil && d.Status == metav1.ConditionTrue && d.Reason == ReasonSecretMissing
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Contains(t, meta.FindStatusCondition(got.Status.Conditions, seckillv1alpha1.ConditionDegraded).Message, "secret default/seckill-conn not found")
 }
 
 func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {

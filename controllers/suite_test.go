@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,7 +35,12 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	// The manager's log only when asked for ($SECKILL_TEST_LOG=1): it is long.
+	logTo := io.Discard
+	if os.Getenv("SECKILL_TEST_LOG") != "" {
+		logTo = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logTo)))
 	assets, err := testenv.Lookup("KUBEBUILDER_ASSETS")
 	if err != nil {
 		panic("the real stack is not available: " + err.Error())
@@ -63,8 +69,11 @@ func runSuite(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	if err := (&SeckillActivityReconciler{Client: mgr.GetClient(), Scheme: scheme,
-		Recorder: mgr.GetEventRecorder("seckill-operator")}).SetupWithManager(mgr); err != nil {
+	stores := &StoreCache{}
+	defer stores.Close()
+	if err := (&SeckillActivityReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
+		Recorder: mgr.GetEventRecorder("seckill-operator"), Stores: stores,
+		ConnRetry: time.Second, ActivePoll: time.Second}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	var cancel context.CancelFunc
@@ -81,7 +90,8 @@ func validActivity(name string) *seckillv1alpha1.SeckillActivity {
 	}
 	start := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
 	return &seckillv1alpha1.SeckillActivity{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		// No stores behind it: deletion skips archiving.
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{AnnotationSkipArchive: "true"}},
 		Spec: seckillv1alpha1.SeckillActivitySpec{
 			ActivityID: 1001,
 			SKUs:       []seckillv1alpha1.SKUSpec{{ID: 90001, Stock: 100, Buckets: 4}, {ID: 90002, Stock: 20}},

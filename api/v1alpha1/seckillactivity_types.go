@@ -102,6 +102,18 @@ type ScalingSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	PostgresCapacityOverride *int32 `json:"postgresCapacityOverride,omitempty"`
+	// LatencyBudget is the order transaction's p99 commit latency above which
+	// PostgreSQL counts as saturated: no more consumers are added, and the
+	// commit rate seen then becomes the measured capacity.
+	// +kubebuilder:default="100ms"
+	// +optional
+	LatencyBudget *metav1.Duration `json:"latencyBudget,omitempty"`
+	// CompensationPauseAfter is the backlog guard: when the oldest undecided
+	// reservation is older than this, time-driven compensation pauses
+	// (seed §11.3); it resumes when the backlog is younger than half of it.
+	// +kubebuilder:default="2m"
+	// +optional
+	CompensationPauseAfter *metav1.Duration `json:"compensationPauseAfter,omitempty"`
 }
 
 // ScheduleSpec is a cron schedule.
@@ -228,9 +240,25 @@ type SeckillActivityStatus struct {
 	DesiredConsumers int32 `json:"desiredConsumers,omitempty"`
 	// +optional
 	ReadyConsumers int32 `json:"readyConsumers,omitempty"`
-	// MeasuredPostgresCapacity is the sustained order commits per second measured.
+	// MeasuredPostgresCapacity is the order commits per second PostgreSQL
+	// sustained when it last reached the latency budget (0: not reached yet).
 	// +optional
 	MeasuredPostgresCapacity int32 `json:"measuredPostgresCapacity,omitempty"`
+	// CommitRate is the order consumers' summed commit rate now (orders/s).
+	// +optional
+	CommitRate int32 `json:"commitRate,omitempty"`
+	// DatabaseCommitRate is PostgreSQL's commit rate (pg_stat_database, all transactions/s).
+	// +optional
+	DatabaseCommitRate int32 `json:"databaseCommitRate,omitempty"`
+	// OpenReservations is the order-create backlog: reservations PostgreSQL has not decided.
+	// +optional
+	OpenReservations int64 `json:"openReservations,omitempty"`
+	// ScalingReason explains the last consumer scaling decision.
+	// +optional
+	ScalingReason string `json:"scalingReason,omitempty"`
+	// LastScaleTime is when the consumers were last resized.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
 	// +optional
 	LastReconcile *ReconcileSummary `json:"lastReconcile,omitempty"`
 }

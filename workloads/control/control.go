@@ -31,6 +31,7 @@ var (
 	qInventory         = sqlfile.Must(sqlFiles, "inventory")
 	qConsumers         = sqlfile.Must(sqlFiles, "consumers")
 	qDBCommits         = sqlfile.Must(sqlFiles, "db_commits")
+	qLastRun           = sqlfile.Must(sqlFiles, "last_run")
 )
 
 // SKU is one product of the manifest.
@@ -278,4 +279,24 @@ func (s *Store) Archive(ctx context.Context, activity int64, skus []SKU, retenti
 		}
 	}
 	return int(n.Load()), nil
+}
+
+// Run is a finished reconcile run.
+type Run struct {
+	ID, Status                      string
+	FinishedAt                      time.Time
+	Anomalies, AutoRepaired, Manual int32
+}
+
+// LastRun is the activity's latest finished reconcile run (nil: none yet).
+func (s *Store) LastRun(ctx context.Context, activity int64) (*Run, error) {
+	var r Run
+	err := s.Pool.QueryRow(ctx, qLastRun, activity).Scan(&r.ID, &r.Status, &r.FinishedAt, &r.Anomalies, &r.AutoRepaired, &r.Manual)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the last reconcile run: %w", err)
+	}
+	return &r, nil
 }

@@ -323,9 +323,11 @@ type Compensator struct {
 	Log     *slog.Logger
 	Metrics *metrics.Compensator
 	Health  *metrics.Health
+	// Once makes Run return when no task is due (a scheduled sweep).
+	Once bool
 }
 
-// Run compensates until ctx ends.
+// Run compensates until ctx ends (or, with Once, until nothing is due).
 func (c *Compensator) Run(ctx context.Context) error {
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewCompensator(prometheus.NewRegistry())
@@ -340,6 +342,9 @@ func (c *Compensator) Run(ctx context.Context) error {
 			continue
 		}
 		if len(tasks) == 0 {
+			if c.Once {
+				return nil
+			}
 			idle(ctx, 50*time.Millisecond)
 			continue
 		}

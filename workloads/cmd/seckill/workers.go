@@ -41,6 +41,7 @@ func worker(ctx context.Context, name string, args []string) error {
 	paymentWindow := fs.Duration("payment-window", 15*time.Minute, "how long a new order waits for payment")
 	metricsAddr := fs.String("metrics-addr", envOr(names.EnvMetricsAddr, fmt.Sprintf(":%d", names.MetricsPort)),
 		"listen address of /metrics, /healthz, /readyz (\"0\": off) ($"+names.EnvMetricsAddr+")")
+	once := fs.Bool("once", false, "compensator: run until no task is due, then exit (a scheduled sweep)")
 	maxAttempts := fs.Int("max-attempts", names.RetryLimit+1, "deliveries the consumer group allows before its DLQ (retry limit + 1)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -77,7 +78,7 @@ func worker(ctx context.Context, name string, args []string) error {
 	case "projector":
 		w, err = buildProjector(ctx, &c, &closers, ob, *group, *eventsTopic, *invisible, log)
 	case "compensator":
-		w, err = buildCompensator(ctx, &c, &closers, ob, *owner, *lease, log)
+		w, err = buildCompensator(ctx, &c, &closers, ob, *owner, *lease, *once, log)
 	case "scanner":
 		w, err = buildScanner(ctx, &c, &closers, ob, *createTopic, log)
 	}
@@ -192,7 +193,7 @@ func buildProjector(ctx context.Context, c *config.Common, closers *[]func() err
 		Metrics: metrics.NewProjector(ob.reg), Health: ob.health}, nil
 }
 
-func buildCompensator(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, owner string, lease time.Duration, log *slog.Logger) (runner, error) {
+func buildCompensator(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, owner string, lease time.Duration, once bool, log *slog.Logger) (runner, error) {
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
@@ -204,7 +205,7 @@ func buildCompensator(ctx context.Context, c *config.Common, closers *[]func() e
 	w := &compensation.Worker{Pool: pool, Redis: redisstore.New(rdb),
 		Owner: owner, Lease: lease, MaxAttempts: 20, TerminalTTL: 30 * 24 * time.Hour, Failpoint: failpoint}
 	ob.reg.MustRegister(metrics.NewBacklog("compensation", "Compensation tasks not yet applied", w.Backlog))
-	return &pipeline.Compensator{Batch: 32, Log: log, Worker: w, Metrics: metrics.NewCompensator(ob.reg), Health: ob.health}, nil
+	return &pipeline.Compensator{Batch: 32, Log: log, Worker: w, Metrics: metrics.NewCompensator(ob.reg), Health: ob.health, Once: once}, nil
 }
 
 func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, createTopic string, log *slog.Logger) (runner, error) {

@@ -1,0 +1,182 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/migrations"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+// Endpoints are the stores of one activity, read from its Secrets.
+type Endpoints struct {
+	PostgresDSN string
+	RedisMode   string
+	RedisAddrs  string
+	RedisMaster string
+}
+
+func (e Endpoints) key() string {
+	h := sha256.Sum256([]byte(strings.Join([]string{e.PostgresDSN, e.RedisMode, e.RedisAddrs, e.RedisMaster}, "\x00")))
+	return hex.EncodeToString(h[:])
+}
+
+// Reasons of the Degraded condition when a store cannot be reached.
+const (
+	ReasonSecretMissing       = "SecretMissing"
+	ReasonPostgresUnreachable = "PostgresUnreachable"
+	ReasonRedisUnreachable    = "RedisUnreachable"
+)
+
+// connError is a connection failure with the condition reason it shows as.
+type connError struct {
+	reason string
+	err    error
+}
+
+func (e *connError) Error() string { return e.err.Error() }
+func (e *connError) Unwrap() error { return e.err }
+
+// readEndpoints reads the activity's connection Secrets (uncached: the
+// operator needs get on Secrets, not a cluster-wide watch of them).
+func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.SeckillActivity) (Endpoints, error) {
+	get := func(sel corev1.SecretKeySelector) (string, error) {
+		var s corev1.Secret
+		if err := r.Get(ctx, types.NamespacedName{Namespace: act.Namespace, Name: sel.Name}, &s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "", &connError{ReasonSecretMissing, fmt.Errorf("secret %s/%s not found", act.Namespace, sel.Name)}
+			}
+			return "", &connError{ReasonSecretMissing, fmt.Errorf("reading secret %s/%s: %w", act.Namespace, sel.Name, err)}
+		}
+		v, ok := s.Data[sel.Key]
+		if !ok || len(v) == 0 {
+			return "", &connError{ReasonSecretMissing, fmt.Errorf("secret %s/%s has no key %q", act.Namespace, sel.Name, sel.Key)}
+		}
+		return strings.TrimSpace(string(v)), nil
+	}
+	c := act.Spec.Connections
+	var e Endpoints
+	var err error
+	if e.PostgresDSN, err = get(c.PostgresDSNSecret); err != nil {
+		return e, err
+	}
+	if e.RedisAddrs, err = get(c.Redis.AddressesSecret); err != nil {
+		return e, err
+	}
+	e.RedisMode, e.RedisMaster = c.Redis.Mode, c.Redis.MasterName
+	if e.RedisMode == "" {
+		e.RedisMode = "single"
+	}
+	// The workloads need these too; a missing one is reported now, not
+	// when a pod crash-loops.
+	for _, sel := range []corev1.SecretKeySelector{c.RocketMQEndpointSecret, c.IDKeysSecret, c.TokenKeySecret} {
+		if _, err := get(sel); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+// Stores opens (and caches) the stores behind a set of endpoints. The
+// schema is migrated once per PostgreSQL, on first use.
+type Stores interface {
+	Open(ctx context.Context, e Endpoints) (*control.Store, error)
+}
+
+// StoreCache is the real Stores: one pool and one Redis client per distinct
+// set of endpoints, kept while they answer.
+type StoreCache struct {
+	mu    sync.Mutex
+	open  map[string]*control.Store
+	close map[string]func()
+}
+
+// Open returns the stores for e, connecting, pinging and migrating on first use.
+func (c *StoreCache) Open(ctx context.Context, e Endpoints) (*control.Store, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := e.key()
+	if s, ok := c.open[k]; ok {
+		if err := ping(ctx, s); err == nil {
+			return s, nil
+		}
+		c.close[k]()
+		delete(c.open, k)
+	}
+	cfg := config.Common{PGDSN: e.PostgresDSN, RedisAddrs: e.RedisAddrs, RedisMode: e.RedisMode, RedisMaster: e.RedisMaster}
+	if err := cfg.Check(config.Need{PG: true, Redis: true}); err != nil {
+		return nil, &connError{ReasonSecretMissing, err}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool, err := cfg.Postgres(pctx)
+	if err != nil {
+		return nil, &connError{ReasonPostgresUnreachable, err}
+	}
+	rdb := cfg.Redis()
+	s := &control.Store{Pool: pool, Redis: redisstore.New(rdb)}
+	closeAll := func() { pool.Close(); _ = rdb.Close() }
+	if err := ping(pctx, s); err != nil {
+		closeAll()
+		return nil, err
+	}
+	if _, err := migrations.Up(pctx, pool); err != nil {
+		closeAll()
+		return nil, &connError{ReasonPostgresUnreachable, fmt.Errorf("migrating PostgreSQL: %w", err)}
+	}
+	if err := redisstore.LoadScripts(pctx, rdb); err != nil {
+		closeAll()
+		return nil, &connError{ReasonRedisUnreachable, err}
+	}
+	if c.open == nil {
+		c.open, c.close = map[string]*control.Store{}, map[string]func(){}
+	}
+	c.open[k], c.close[k] = s, closeAll
+	return s, nil
+}
+
+// Close closes every cached connection.
+func (c *StoreCache) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, f := range c.close {
+		f()
+		delete(c.open, k)
+		delete(c.close, k)
+	}
+}
+
+func ping(ctx context.Context, s *control.Store) error {
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := s.Pool.Ping(pctx); err != nil {
+		return &connError{ReasonPostgresUnreachable, fmt.Errorf("PostgreSQL does not answer: %w", err)}
+	}
+	if err := s.Redis.Client().Ping(pctx).Err(); err != nil {
+		return &connError{ReasonRedisUnreachable, fmt.Errorf("redis does not answer: %w", err)}
+	}
+	return nil
+}
+
+// reasonOf is the Degraded reason of err.
+func reasonOf(err error) string {
+	var ce *connError
+	if errors.As(err, &ce) {
+		return ce.reason
+	}
+	return "Error"
+}

@@ -1,0 +1,482 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+// sale is one activity with its own real PostgreSQL database and Redis keys
+// behind it, and the Secret that points at them.
+type sale struct {
+	t        *testing.T
+	key      types.NamespacedName
+	activity int64
+	pool     *pgxpool.Pool
+	rdb      redis.UniversalClient
+	rs       *redisstore.Store
+	users    int64
+}
+
+func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActivity)) *sale {
+	t.Helper()
+	pool := testenv.Database(t)
+	rdb := testenv.RedisSingle(t)
+	require.NoError(t, redisstore.LoadScripts(testCtx, rdb))
+	activity := time.Now().UnixNano()%1_000_000_000_000 + 1
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-conn", Namespace: "default"}, StringData: map[string]string{
+		"pg-dsn": pool.Config().ConnString(), "redis-addrs": testenv.Get(t, "SECKILL_REDIS_ADDR"),
+		"rmq-endpoint": "127.0.0.1:1", "id-keys": "1:" + strings.Repeat("ab", 32), "token-key": strings.Repeat("k", 32),
+	}}
+	require.NoError(t, k8sClient.Create(testCtx, secret))
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), secret) })
+	act := validActivity(name)
+	act.Annotations = nil
+	act.Spec.ActivityID = activity
+	for _, sel := range []*corev1.SecretKeySelector{&act.Spec.Connections.PostgresDSNSecret, &act.Spec.Connections.Redis.AddressesSecret,
+		&act.Spec.Connections.RocketMQEndpointSecret, &act.Spec.Connections.IDKeysSecret, &act.Spec.Connections.TokenKeySecret} {
+		sel.Name = secret.Name
+	}
+	now := time.Now().Truncate(time.Second)
+	act.Spec.Schedule = seckillv1alpha1.Schedule{Start: metav1.NewTime(now.Add(-time.Minute)), End: metav1.NewTime(now.Add(time.Hour))}
+	if mutate != nil {
+		mutate(act)
+	}
+	require.NoError(t, k8sClient.Create(testCtx, act))
+	s := &sale{t: t, key: client.ObjectKeyFromObject(act), activity: activity, pool: pool, rdb: rdb, rs: redisstore.New(rdb)}
+	t.Cleanup(func() {
+		var cur seckillv1alpha1.SeckillActivity
+		if k8sClient.Get(context.Background(), s.key, &cur) == nil {
+			_ = k8sClient.Delete(context.Background(), &cur)
+			s.gone()
+		}
+	})
+	return s
+}
+
+func (s *sale) get() *seckillv1alpha1.SeckillActivity {
+	s.t.Helper()
+	var a seckillv1alpha1.SeckillActivity
+	require.NoError(s.t, k8sClient.Get(testCtx, s.key, &a))
+	return &a
+}
+
+func (s *sale) update(mutate func(*seckillv1alpha1.SeckillActivity)) {
+	s.t.Helper()
+	require.NoError(s.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		a := s.get()
+		mutate(a)
+		return k8sClient.Update(testCtx, a)
+	}))
+}
+
+// eventually waits until cond holds for the activity as the API server has it.
+func (s *sale) eventually(what string, cond func(a *seckillv1alpha1.SeckillActivity) bool) *seckillv1alpha1.SeckillActivity {
+	s.t.Helper()
+	var a *seckillv1alpha1.SeckillActivity
+	require.Eventually(s.t, func() bool {
+		var cur seckillv1alpha1.SeckillActivity
+		if k8sClient.Get(testCtx, s.key, &cur) != nil {
+			return false
+		}
+		a = &cur
+		return cond(a)
+	}, 30*time.Second, 100*time.Millisecond, what)
+	return a
+}
+
+func (s *sale) gone() {
+	require.Eventually(s.t, func() bool {
+		var cur seckillv1alpha1.SeckillActivity
+		return apierrors.IsNotFound(k8sClient.Get(testCtx, s.key, &cur))
+	}, 30*time.Second, 100*time.Millisecond, "deleted")
+}
+
+func condition(a *seckillv1alpha1.SeckillActivity, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(a.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func (s *sale) redisStock(sku int64, buckets int) (sum int64, windows []string) {
+	s.t.Helper()
+	for _, sl := range redisstore.Slots(s.activity, sku, buckets) {
+		n, err := s.rdb.Get(testCtx, sl.Stock()).Int64()
+		require.NoError(s.t, err)
+		sum += n
+		w, err := s.rdb.Get(testCtx, sl.Window()).Result()
+		require.NoError(s.t, err)
+		windows = append(windows, w)
+	}
+	return sum, windows
+}
+
+func (s *sale) pgInventory(sku int64) (initial, available int64) {
+	s.t.Helper()
+	require.NoError(s.t, s.pool.QueryRow(testCtx, `SELECT initial_stock, available_stock FROM sku_inventory WHERE activity_id = $1 AND sku_id = $2`,
+		s.activity, sku).Scan(&initial, &available))
+	return
+}
+
+func (s *sale) events(reason string) []string {
+	s.t.Helper()
+	var list eventsv1.EventList
+	require.NoError(s.t, k8sClient.List(testCtx, &list, client.InNamespace("default")))
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == s.key.Name && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+func allSame(v []string, want string) bool {
+	for _, x := range v {
+		if x != want {
+			return false
+		}
+	}
+	return len(v) > 0
+}
+
+// Creating an active sale provisions PostgreSQL and every Redis bucket,
+// opens the window, and runs the workloads (Deployments, Service, PDBs,
+// CronJobs) owned by the activity and configured from its Secrets.
+func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
+	s := newSale(t, "create-provision", nil)
+	a := s.eventually("provisioned and active", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue && a.Status.Phase == seckillv1alpha1.PhaseActive
+	})
+	require.Equal(t, metav1.ConditionFalse, condition(a, seckillv1alpha1.ConditionDegraded).Status)
+	for _, sku := range []struct {
+		id      int64
+		stock   int64
+		buckets int
+	}{{90001, 100, 4}, {90002, 20, 1}} {
+		initial, available := s.pgInventory(sku.id)
+		require.Equal(t, []int64{sku.stock, sku.stock}, []int64{initial, available})
+		sum, windows := s.redisStock(sku.id, sku.buckets)
+		require.Equal(t, sku.stock, sum)
+		require.True(t, allSame(windows, redisstore.WindowActive), "%v", windows)
+	}
+	require.Equal(t, "0/120", a.Status.Sold)
+	require.NotEmpty(t, s.events("StockProvisioned"))
+	require.NotEmpty(t, s.events(string(seckillv1alpha1.PhaseActive)))
+
+	for _, c := range []string{ComponentGateway, ComponentConsumer, ComponentProjector, ComponentScanner, ComponentRelay, ComponentCompensator} {
+		var d appsv1.Deployment
+		require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, c)}, &d), c)
+		require.Equal(t, a.UID, d.OwnerReferences[0].UID, c)
+		ctr := d.Spec.Template.Spec.Containers[0]
+		require.Equal(t, "seckill/workloads:dev", ctr.Image)
+		env := map[string]corev1.EnvVar{}
+		for _, e := range ctr.Env {
+			env[e.Name] = e
+		}
+		require.Equal(t, "create-provision-conn", env["SECKILL_PG_DSN"].ValueFrom.SecretKeyRef.Name, c)
+		require.Equal(t, "90001:4,90002:1", env["SECKILL_SKUS"].Value)
+		require.Equal(t, fmt.Sprint(s.activity), env["SECKILL_ACTIVITY_ID"].Value)
+		require.True(t, *ctr.SecurityContext.ReadOnlyRootFilesystem)
+		require.NotNil(t, ctr.ReadinessProbe, c)
+		if c == ComponentGateway {
+			require.Equal(t, "token-key", env["SECKILL_TOKEN_KEY"].ValueFrom.SecretKeyRef.Key)
+			require.Equal(t, int32(2), *d.Spec.Replicas)
+		} else {
+			_, hasToken := env["SECKILL_TOKEN_KEY"]
+			require.False(t, hasToken, "only the gateway gets the token key")
+		}
+	}
+	var svc corev1.Service
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &svc))
+	require.Equal(t, int32(80), svc.Spec.Ports[0].Port)
+	var pdb policyv1.PodDisruptionBudget
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentConsumer)}, &pdb))
+	for _, c := range []string{ComponentReconcile, ComponentCompensation} {
+		var cj batchv1.CronJob
+		require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, c)}, &cj), c)
+		require.Equal(t, batchv1.ForbidConcurrent, cj.Spec.ConcurrencyPolicy)
+	}
+	// No kubelet here: the workloads are not ready, and status says so.
+	require.Equal(t, metav1.ConditionFalse, condition(a, seckillv1alpha1.ConditionWorkloadsReady).Status)
+
+	// A spec change rolls the pods (new template hash); a stock change does not.
+	var d appsv1.Deployment
+	dkey := types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentConsumer)}
+	require.NoError(t, k8sClient.Get(testCtx, dkey, &d))
+	hash := d.Spec.Template.Annotations["seckill.io/spec-hash"]
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Workloads.Image = "seckill/workloads:v2" })
+	require.Eventually(t, func() bool {
+		return k8sClient.Get(testCtx, dkey, &d) == nil && d.Spec.Template.Spec.Containers[0].Image == "seckill/workloads:v2"
+	}, 30*time.Second, 100*time.Millisecond)
+	require.NotEqual(t, hash, d.Spec.Template.Annotations["seckill.io/spec-hash"])
+}
+
+// A stock increase in the manifest is applied once to PostgreSQL and Redis,
+// however often the operator reconciles afterwards.
+func TestStockIncreaseIsAppliedOnce(t *testing.T) {
+	s := newSale(t, "stock-increase", nil)
+	s.eventually("provisioned", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
+	})
+	// A unit is sold meanwhile (PostgreSQL and Redis both), then the stock grows.
+	_, err := s.pool.Exec(testCtx, `UPDATE sku_inventory SET available_stock = available_stock - 1, sold_stock = 1 WHERE activity_id = $1 AND sku_id = 90002`, s.activity)
+	require.NoError(t, err)
+	require.NoError(t, s.rdb.Decr(testCtx, redisstore.SKUSlot(s.activity, 90002).Stock()).Err())
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[1].Stock = 50 })
+	gen := s.get().Generation
+	a := s.eventually("generation provisioned", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionStockProvisioned)
+		return c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen
+	})
+	// More reconciles of the same generation (annotation changes do not bump it).
+	for i := range 3 {
+		s.update(func(a *seckillv1alpha1.SeckillActivity) {
+			if a.Annotations == nil {
+				a.Annotations = map[string]string{}
+			}
+			a.Annotations["poke"] = fmt.Sprint(i)
+		})
+		time.Sleep(300 * time.Millisecond)
+	}
+	initial, available := s.pgInventory(90002)
+	require.Equal(t, []int64{50, 49}, []int64{initial, available})
+	sum, _ := s.redisStock(90002, 1)
+	require.Equal(t, int64(49), sum)
+	var rows int
+	require.NoError(t, s.pool.QueryRow(testCtx, `SELECT count(*) FROM stock_provision WHERE activity_id = $1 AND sku_id = 90002`, s.activity).Scan(&rows))
+	require.Equal(t, 2, rows, "the first provisioning and the increase")
+	require.Equal(t, "1/150", a.Status.Sold)
+}
+
+// Pausing in the manifest pauses the gateway (window flag PAUSED) and the
+// phase; resuming opens it again.
+func TestPauseAndResume(t *testing.T) {
+	s := newSale(t, "pause-resume", nil)
+	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Paused = true })
+	s.eventually("paused", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhasePaused })
+	_, windows := s.redisStock(90001, 4)
+	require.True(t, allSame(windows, redisstore.WindowPaused), "%v", windows)
+	var state string
+	require.NoError(t, s.pool.QueryRow(testCtx, `SELECT window_state FROM activity_control WHERE activity_id = $1`, s.activity).Scan(&state))
+	require.Equal(t, "PAUSED", state)
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Paused = false })
+	s.eventually("active again", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	_, windows = s.redisStock(90001, 4)
+	require.True(t, allSame(windows, redisstore.WindowActive), "%v", windows)
+	require.NotEmpty(t, s.events(string(seckillv1alpha1.PhasePaused)))
+}
+
+// reserve opens n real reservations (the backlog) at reservedAt.
+func (s *sale) reserve(n int, reservedAt time.Time) []redisstore.ReserveRequest {
+	s.t.Helper()
+	ring, err := ids.NewKeyring(1, map[byte][]byte{1: []byte(strings.Repeat("ab", 16))})
+	require.NoError(s.t, err)
+	var out []redisstore.ReserveRequest
+	for range n {
+		s.users++
+		user := 1000 + s.users
+		sl := redisstore.BucketSlot(s.activity, 90001, redisstore.BucketFor(user, 4))
+		req := ids.NewRandom()
+		rid := ring.ReservationID(ids.ReservationKey{ActivityID: s.activity, SKUID: 90001, UserID: user, RequestID: req})
+		mid, _ := ring.MessageID(rid, 1)
+		r := redisstore.ReserveRequest{Slot: sl, ReservationID: rid, MessageID: mid, RequestID: req, UserID: user,
+			Now: reservedAt, BusinessDeadline: reservedAt.Add(time.Hour), SendDue: reservedAt.Add(time.Hour),
+			RequestTTL: time.Hour, SchemaVersion: 1, KeyVersion: 1, TraceID: "t"}
+		res, err := s.rs.Reserve(testCtx, r)
+		require.NoError(s.t, err)
+		require.Equal(s.t, int64(redisstore.ReserveOK), res.Code, res.Reason)
+		out = append(out, r)
+	}
+	return out
+}
+
+// Scaling is fed by real heartbeat rows and a real backlog: the consumers
+// grow to drain it in the target time, never past what PostgreSQL is seen
+// to sustain, and the reason is in status and an event.
+func TestScalingFromHeartbeatsAndBacklog(t *testing.T) {
+	s := newSale(t, "scaling", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.SKUs[0].Stock = 1000
+		a.Spec.Scaling.TargetDrainTime = &metav1.Duration{Duration: time.Second}
+		a.Spec.Scaling.MaxConsumers = 16
+	})
+	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	beat := func(p50, p99 float64) {
+		for i := range 2 {
+			require.NoError(t, orderstore.ReportHeartbeat(testCtx, s.pool, fmt.Sprintf("c%d", i), "order-consumer", s.activity,
+				orderstore.Heartbeat{Total: 10, RatePerSec: 1000 / p50, P50ms: p50, P99ms: p99}, 1))
+		}
+	}
+	beat(10, 20) // 100 orders/s per consumer, healthy
+	s.reserve(250, time.Now())
+	// 250 open, 1 s drain, 100/s each: 3 consumers (from 1: at most 2×1+1).
+	a := s.eventually("scaled up", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.DesiredConsumers == 3 })
+	require.Contains(t, a.Status.ScalingReason, "needs 3")
+	require.Equal(t, int64(250), a.Status.OpenReservations)
+	var d appsv1.Deployment
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentConsumer)}, &d))
+	require.Equal(t, int32(3), *d.Spec.Replicas)
+	require.NotEmpty(t, s.events("ScaledConsumers"))
+
+	// PostgreSQL reaches the latency budget: no more growth, and what it
+	// delivered then becomes the measured capacity.
+	beat(10, 400)
+	s.reserve(300, time.Now()) // now 550 open: would need 6
+	a = s.eventually("saturation seen", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.MeasuredPostgresCapacity == 200 })
+	require.LessOrEqual(t, a.Status.DesiredConsumers, int32(3), a.Status.ScalingReason)
+	// Healthy again but capped by the measured capacity: 200/s at 100/s each.
+	beat(10, 20)
+	a = s.eventually("capped by capacity", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return strings.Contains(a.Status.ScalingReason, "PostgreSQL sustains 200")
+	})
+	require.Equal(t, int32(2), a.Status.DesiredConsumers)
+}
+
+// The backlog guard: an undecided reservation older than the threshold
+// pauses time-driven compensation (condition and the PostgreSQL flag the
+// workloads obey); once it is decided the pause is lifted.
+func TestBacklogGuardPausesAndClears(t *testing.T) {
+	s := newSale(t, "backlog-guard", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.Scaling.CompensationPauseAfter = &metav1.Duration{Duration: time.Minute}
+	})
+	s.eventually("healthy", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionBacklogHealthy).Status == metav1.ConditionTrue
+	})
+	old := s.reserve(1, time.Now().Add(-3*time.Minute))[0]
+	a := s.eventually("paused", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionCompensationPaused).Status == metav1.ConditionTrue
+	})
+	require.GreaterOrEqual(t, a.Status.OldestBacklogAgeSeconds, int64(180))
+	paused := func() bool {
+		var p bool
+		require.NoError(t, s.pool.QueryRow(testCtx, `SELECT compensation_paused FROM activity_control WHERE activity_id = $1`, s.activity).Scan(&p))
+		return p
+	}
+	require.True(t, paused())
+	require.NotEmpty(t, s.events("CompensationPaused"))
+
+	// PostgreSQL decides it (the projector applies the order): the backlog drains.
+	res, err := s.rs.ProjectOrderCreated(testCtx, old.Slot, old.ReservationID, ids.NewRandom(), time.Now())
+	require.NoError(t, err)
+	require.True(t, res.OK())
+	s.eventually("cleared", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionCompensationPaused).Status == metav1.ConditionFalse
+	})
+	require.False(t, paused())
+	require.NotEmpty(t, s.events("CompensationResumed"))
+}
+
+// The lifecycle: Active, then at the end the final reconcile Job, and
+// Completed once it succeeds; each transition is an event.
+func TestLifecycleThroughCompleted(t *testing.T) {
+	end := time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
+	s := newSale(t, "lifecycle", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.Schedule.End = metav1.NewTime(end)
+	})
+	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	a := s.eventually("reconciling after the end", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return a.Status.Phase == seckillv1alpha1.PhaseReconciling
+	})
+	_, windows := s.redisStock(90001, 4)
+	require.True(t, allSame(windows, redisstore.WindowEnded), "%v", windows)
+	var job batchv1.Job
+	jkey := types.NamespacedName{Namespace: "default", Name: ObjectName(a, "final-reconcile")}
+	require.NoError(t, k8sClient.Get(testCtx, jkey, &job))
+	require.Equal(t, []string{"reconcile", "-final"}, job.Spec.Template.Spec.Containers[0].Args)
+
+	// No job controller here: report the Job's success as it would.
+	now := metav1.Now()
+	job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &now, &now, 1
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+	require.NoError(t, k8sClient.Status().Update(testCtx, &job))
+	a = s.eventually("completed", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseCompleted })
+	require.Equal(t, metav1.ConditionTrue, condition(a, seckillv1alpha1.ConditionReconciled).Status)
+	for _, p := range []seckillv1alpha1.Phase{seckillv1alpha1.PhaseActive, seckillv1alpha1.PhaseReconciling, seckillv1alpha1.PhaseCompleted} {
+		require.NotEmpty(t, s.events(string(p)), p)
+	}
+}
+
+// Deleting an activity archives it: traffic stops, its Redis keys expire
+// after the retention, PostgreSQL keeps the business data.
+func TestDeletionArchivesAndKeepsOrders(t *testing.T) {
+	s := newSale(t, "deletion", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.Retention = &metav1.Duration{Duration: 2 * time.Hour}
+	})
+	s.eventually("provisioned", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
+	})
+	require.Contains(t, s.get().Finalizers, Finalizer)
+	s.reserve(2, time.Now())
+	require.NoError(t, k8sClient.Delete(testCtx, s.get()))
+	s.gone()
+	for _, sl := range redisstore.Slots(s.activity, 90001, 4) {
+		w, err := s.rdb.Get(testCtx, sl.Window()).Result()
+		require.NoError(t, err)
+		require.Equal(t, redisstore.WindowEnded, w)
+		ttl, err := s.rdb.PTTL(testCtx, sl.Stock()).Result()
+		require.NoError(t, err)
+		require.InDelta(t, (2 * time.Hour).Seconds(), ttl.Seconds(), 30)
+	}
+	initial, _ := s.pgInventory(90001)
+	require.Equal(t, int64(100), initial, "PostgreSQL keeps the business data")
+}
+
+// A PostgreSQL that does not answer shows as Degraded with the reason, and
+// the operator recovers by itself once the Secret points somewhere that does.
+func TestConnectionFailureIsAConditionAndRecovers(t *testing.T) {
+	s := newSale(t, "conn-failure", nil)
+	s.eventually("provisioned", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
+	})
+	var sec corev1.Secret
+	skey := types.NamespacedName{Namespace: "default", Name: "conn-failure-conn"}
+	require.NoError(t, k8sClient.Get(testCtx, skey, &sec))
+	good := string(sec.Data["pg-dsn"])
+	sec.Data["pg-dsn"] = []byte("postgres://seckill:seckill@127.0.0.1:1/seckill?sslmode=disable&connect_timeout=2")
+	require.NoError(t, k8sClient.Update(testCtx, &sec))
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[1].Stock = 21 }) // something to provision
+	a := s.eventually("degraded", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionDegraded)
+		return c.Status == metav1.ConditionTrue && c.Reason == ReasonPostgresUnreachable
+	})
+	require.Contains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "PostgreSQL")
+	require.NoError(t, k8sClient.Get(testCtx, skey, &sec))
+	sec.Data["pg-dsn"] = []byte(good)
+	require.NoError(t, k8sClient.Update(testCtx, &sec))
+	s.eventually("recovered", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse &&
+			condition(a, seckillv1alpha1.ConditionStockProvisioned).ObservedGeneration == a.Generation
+	})
+	initial, _ := s.pgInventory(90002)
+	require.Equal(t, int64(21), initial)
+}
+
+var _ = control.Applied

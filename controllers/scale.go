@@ -1,0 +1,79 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/control"
+)
+
+// heartbeatFresh: heartbeats older than this are from consumers that are gone.
+const heartbeatFresh = 30 * time.Second
+
+// scale reads what the consumers and PostgreSQL report and decides the
+// order-consumer count (scaling.go); the measured capacity and the reason
+// go to status, a change to an event.
+func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, b control.Backlog, now time.Time) int32 {
+	st := &act.Status
+	sp := act.Spec.Scaling
+	current := st.DesiredConsumers
+	if current == 0 {
+		current = max(sp.MinConsumers, 1)
+	}
+	cons, err := store.ReadConsumers(ctx, act.Spec.ActivityID, heartbeatFresh)
+	if err != nil {
+		logf.FromContext(ctx).Info("consumer heartbeats unreadable; keeping the consumer count", "error", err.Error())
+		return current
+	}
+	r.sampleDB(ctx, act, store, now)
+	capacity := float64(st.MeasuredPostgresCapacity)
+	if sp.PostgresCapacityOverride != nil {
+		capacity = float64(*sp.PostgresCapacityOverride)
+	}
+	since := time.Hour
+	if st.LastScaleTime != nil {
+		since = now.Sub(st.LastScaleTime.Time)
+	}
+	d := DecideScale(ScaleInput{Current: current, Min: max(sp.MinConsumers, 1), Max: max(sp.MaxConsumers, 1),
+		Backlog: b.Open, OldestAge: b.OldestAge, TargetDrain: dur(sp.TargetDrainTime, 5*time.Minute),
+		Live: cons.Live, Rate: cons.Rate, P50: cons.P50, P99: cons.P99,
+		LatencyBudget: dur(sp.LatencyBudget, 100*time.Millisecond), Capacity: capacity, SinceLastScale: since})
+	st.CommitRate = int32(cons.Rate)
+	if d.Saturated && cons.Rate > 0 {
+		// What PostgreSQL delivered at its latency budget is what it sustains.
+		st.MeasuredPostgresCapacity = int32(cons.Rate)
+	}
+	st.ScalingReason = d.Reason
+	if d.Desired != current || st.DesiredConsumers == 0 {
+		t := metav1.NewTime(now)
+		st.LastScaleTime = &t
+		if st.DesiredConsumers != 0 {
+			r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "ScaledConsumers", "Scale", "%d → %d: %s", current, d.Desired, d.Reason)
+		}
+	}
+	return d.Desired
+}
+
+// sampleDB turns two pg_stat_database samples into PostgreSQL's commit rate.
+func (r *SeckillActivityReconciler) sampleDB(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) {
+	commits, err := store.DBCommits(ctx)
+	if err != nil {
+		return
+	}
+	key := types.NamespacedName{Namespace: act.Namespace, Name: act.Name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.samples == nil {
+		r.samples = map[types.NamespacedName]dbSample{}
+	}
+	if prev, ok := r.samples[key]; ok && now.Sub(prev.at) >= time.Second {
+		act.Status.DatabaseCommitRate = int32(float64(commits-prev.commits) / now.Sub(prev.at).Seconds())
+	}
+	r.samples[key] = dbSample{commits: commits, at: now}
+}

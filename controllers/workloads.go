@@ -1,0 +1,270 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/names"
+)
+
+// Components: the workloads one activity runs (one image, one subcommand each).
+const (
+	ComponentGateway      = "gateway"
+	ComponentConsumer     = "order-consumer"
+	ComponentProjector    = "projector"
+	ComponentScanner      = "send-scanner"
+	ComponentRelay        = "outbox-relay"
+	ComponentCompensator  = "compensator"
+	ComponentReconcile    = "reconcile"
+	ComponentCompensation = "compensation-sweep"
+)
+
+// worker is one Deployment of the activity.
+type worker struct {
+	component string
+	args      []string
+	replicas  int32
+	port      int32
+	// pdb: the PodDisruptionBudget's maxUnavailable (0: none).
+	pdb int32
+}
+
+// ObjectName is the name of an activity's object for a component.
+func ObjectName(act *seckillv1alpha1.SeckillActivity, component string) string {
+	return act.Name + "-" + component
+}
+
+func workers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
+	s := act.Spec
+	return []worker{
+		{ComponentGateway, []string{"gateway", "-business-deadline=" + dur(s.BusinessDeadline, defaultDeadline).String()}, s.Workloads.GatewayReplicas, names.GatewayPort, 1},
+		{ComponentConsumer, []string{"consumer", "-payment-window=" + dur(s.PaymentWindow, defaultPaymentWindow).String()}, consumers, names.MetricsPort, 1},
+		{ComponentProjector, []string{"projector"}, 1, names.MetricsPort, 0},
+		{ComponentScanner, []string{"scanner"}, 1, names.MetricsPort, 0},
+		{ComponentRelay, []string{"relay"}, 2, names.MetricsPort, 1},
+		{ComponentCompensator, []string{"compensator"}, 1, names.MetricsPort, 0},
+	}
+}
+
+// labels of every object of an activity's component.
+func labels(act *seckillv1alpha1.SeckillActivity, component string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":     "seckill",
+		"app.kubernetes.io/instance": act.Name,
+		names.LabelComponent:         component,
+		names.LabelManagedBy:         names.ManagerName,
+		names.LabelActivity:          strconv.FormatInt(act.Spec.ActivityID, 10),
+	}
+}
+
+// specHash changes when anything the pods are built from changes, so that a
+// spec change rolls them.
+func specHash(act *seckillv1alpha1.SeckillActivity) string {
+	s := act.Spec
+	// The SKUs enter as the pods see them (ids and buckets): a stock
+	// increase is provisioned in the stores and needs no new pods.
+	b, _ := json.Marshal([]any{s.ActivityID, skusEnv(act), s.BusinessDeadline, s.PaymentWindow, s.Connections, s.Workloads})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+func skusEnv(act *seckillv1alpha1.SeckillActivity) string {
+	parts := make([]string, 0, len(act.Spec.SKUs))
+	for _, s := range act.Spec.SKUs {
+		parts = append(parts, fmt.Sprintf("%d:%d", s.ID, max(s.Buckets, 1)))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func secretEnv(name string, sel corev1.SecretKeySelector) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: sel.DeepCopy()}}
+}
+
+// podSpec is the pod of one component: the workloads image, configuration
+// through env and Secret references, probes, a locked-down security context.
+func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []string, port int32, restart corev1.RestartPolicy) corev1.PodTemplateSpec {
+	c := act.Spec.Connections
+	env := []corev1.EnvVar{
+		{Name: names.EnvActivityID, Value: strconv.FormatInt(act.Spec.ActivityID, 10)},
+		{Name: "SECKILL_SKUS", Value: skusEnv(act)},
+		{Name: names.EnvRedisMode, Value: c.Redis.Mode},
+		secretEnv(names.EnvPGDSN, c.PostgresDSNSecret),
+		secretEnv(names.EnvRedisAddrs, c.Redis.AddressesSecret),
+		secretEnv(names.EnvRMQEndpoint, c.RocketMQEndpointSecret),
+		secretEnv(names.EnvIDKeys, c.IDKeysSecret),
+	}
+	if c.Redis.MasterName != "" {
+		env = append(env, corev1.EnvVar{Name: names.EnvRedisMaster, Value: c.Redis.MasterName})
+	}
+	if component == ComponentGateway {
+		env = append(env, secretEnv(names.EnvTokenKey, c.TokenKeySecret),
+			corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)})
+	} else if port > 0 {
+		env = append(env, corev1.EnvVar{Name: names.EnvMetricsAddr, Value: fmt.Sprintf(":%d", port)})
+	}
+	ctr := corev1.Container{
+		Name: "seckill", Image: act.Spec.Workloads.Image, ImagePullPolicy: act.Spec.Workloads.ImagePullPolicy,
+		Args: args, Env: env, Resources: act.Spec.Workloads.Resources,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+	if port > 0 {
+		name := "metrics"
+		if component == ComponentGateway {
+			name = "http"
+		}
+		ctr.Ports = []corev1.ContainerPort{{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
+		probe := func(path string) *corev1.Probe {
+			return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(name)}},
+				PeriodSeconds: 10, FailureThreshold: 3}
+		}
+		ctr.LivenessProbe, ctr.ReadinessProbe = probe("/healthz"), probe("/readyz")
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels(act, component), Annotations: map[string]string{"seckill.io/spec-hash": specHash(act)}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{ctr}, RestartPolicy: restart,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			TerminationGracePeriodSeconds: ptr.To(int64(30)),
+		},
+	}
+}
+
+// applyWorkloads creates or updates every object of the activity: the
+// Deployments, the gateway's Service, PodDisruptionBudgets and the CronJobs,
+// each owned by the activity. It returns the consumer Deployment's ready
+// replicas and whether every Deployment is ready.
+func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *seckillv1alpha1.SeckillActivity, consumers int32) (int32, bool, error) {
+	ready, allReady := int32(0), true
+	for _, w := range workers(act, consumers) {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
+			d.Labels = labels(act, w.component)
+			d.Spec.Replicas = ptr.To(w.replicas)
+			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{
+				"app.kubernetes.io/instance": act.Name, names.LabelComponent: w.component}}
+			d.Spec.Template = podSpec(act, w.component, w.args, w.port, corev1.RestartPolicyAlways)
+			return controllerutil.SetControllerReference(act, d, r.Scheme)
+		}); err != nil {
+			return 0, false, fmt.Errorf("applying deployment %s: %w", d.Name, err)
+		}
+		if w.component == ComponentConsumer {
+			ready = d.Status.ReadyReplicas
+		}
+		if d.Status.ObservedGeneration < d.Generation || d.Status.ReadyReplicas < w.replicas {
+			allReady = false
+		}
+		if w.pdb > 0 {
+			pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace}}
+			if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
+				pdb.Labels = labels(act, w.component)
+				pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(w.pdb))
+				pdb.Spec.Selector = d.Spec.Selector.DeepCopy()
+				return controllerutil.SetControllerReference(act, pdb, r.Scheme)
+			}); err != nil {
+				return 0, false, fmt.Errorf("applying pod disruption budget %s: %w", pdb.Name, err)
+			}
+		}
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, ComponentGateway), Namespace: act.Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		svc.Labels = labels(act, ComponentGateway)
+		svc.Spec.Selector = map[string]string{"app.kubernetes.io/instance": act.Name, names.LabelComponent: ComponentGateway}
+		svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}
+		return controllerutil.SetControllerReference(act, svc, r.Scheme)
+	}); err != nil {
+		return 0, false, fmt.Errorf("applying service %s: %w", svc.Name, err)
+	}
+	for _, cj := range []struct {
+		component, schedule string
+		args                []string
+	}{
+		{ComponentReconcile, act.Spec.Reconcile.Schedule, []string{"reconcile"}},
+		{ComponentCompensation, act.Spec.Compensation.Schedule, []string{"compensator", "-once", "-metrics-addr=0"}},
+	} {
+		if err := r.applyCronJob(ctx, act, cj.component, cj.schedule, cj.args); err != nil {
+			return 0, false, err
+		}
+	}
+	return ready, allReady, nil
+}
+
+func (r *SeckillActivityReconciler) applyCronJob(ctx context.Context, act *seckillv1alpha1.SeckillActivity, component, schedule string, args []string) error {
+	if schedule == "" {
+		schedule = "*/10 * * * *"
+	}
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, component), Namespace: act.Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, cj, func() error {
+		cj.Labels = labels(act, component)
+		cj.Spec.Schedule = schedule
+		cj.Spec.ConcurrencyPolicy = batchv1.ForbidConcurrent
+		cj.Spec.SuccessfulJobsHistoryLimit, cj.Spec.FailedJobsHistoryLimit = ptr.To(int32(3)), ptr.To(int32(3))
+		cj.Spec.JobTemplate.Spec = jobSpec(act, component, args)
+		return controllerutil.SetControllerReference(act, cj, r.Scheme)
+	}); err != nil {
+		return fmt.Errorf("applying cronjob %s: %w", cj.Name, err)
+	}
+	return nil
+}
+
+func jobSpec(act *seckillv1alpha1.SeckillActivity, component string, args []string) batchv1.JobSpec {
+	return batchv1.JobSpec{
+		BackoffLimit:          ptr.To(int32(2)),
+		ActiveDeadlineSeconds: ptr.To(int64(1800)),
+		Template:              podSpec(act, component, args, 0, corev1.RestartPolicyNever),
+	}
+}
+
+// ensureFinalReconcile creates the one reconcile run after the end (seed
+// §13.5) and reports whether it finished and whether it succeeded.
+func (r *SeckillActivityReconciler) ensureFinalReconcile(ctx context.Context, act *seckillv1alpha1.SeckillActivity) (done, ok bool, err error) {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, "final-reconcile"), Namespace: act.Namespace}}
+	err = r.Get(ctx, client.ObjectKeyFromObject(j), j)
+	if client.IgnoreNotFound(err) != nil {
+		return false, false, fmt.Errorf("reading job %s: %w", j.Name, err)
+	}
+	if err != nil { // not found: create it
+		j.Labels = labels(act, ComponentReconcile)
+		j.Spec = jobSpec(act, ComponentReconcile, []string{"reconcile", "-final"})
+		if err := controllerutil.SetControllerReference(act, j, r.Scheme); err != nil {
+			return false, false, err
+		}
+		if err := r.Create(ctx, j); err != nil {
+			return false, false, fmt.Errorf("creating job %s: %w", j.Name, err)
+		}
+		return false, false, nil
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return true, true, nil
+		case batchv1.JobFailed:
+			return true, false, nil
+		}
+	}
+	return false, false, nil
+}

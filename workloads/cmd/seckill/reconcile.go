@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/reconcile"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+// runReconcile is the reconcile job: one conservation pass over the
+// activity's SKUs, recorded, printed for a person and as JSON; exit status 1
+// when critical anomalies are left.
+func runReconcile(ctx context.Context, args []string) error {
+	var c config.Common
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	c.Bind(fs)
+	final := fs.Bool("final", false, "the run after the end: a run already in progress is an error (the Job retries)")
+	lag := fs.Duration("watermark-lag", time.Minute, "check what is older than now minus this")
+	jsonOut := fs.Bool("json", false, "print the report as JSON instead of text")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if err := c.Check(config.Need{PG: true, Redis: true, Slots: true}); err != nil {
+		return usageError{err}
+	}
+	if *lag < 0 {
+		return usageError{errors.New("-watermark-lag must not be negative")}
+	}
+	var skus []control.SKU
+	for _, part := range strings.Split(c.SKUs, ",") {
+		s, b, _ := strings.Cut(strings.TrimSpace(part), ":")
+		id, _ := strconv.ParseInt(s, 10, 64)
+		n, _ := strconv.Atoi(b)
+		skus = append(skus, control.SKU{ID: id, Buckets: n})
+	}
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}()
+	pool, err := openPG(ctx, &c, &closers)
+	if err != nil {
+		return err
+	}
+	rdb, err := openRedis(ctx, &c, &closers)
+	if err != nil {
+		return err
+	}
+	job := &reconcile.Job{Pool: pool, Redis: redisstore.New(rdb)}
+	rep, err := job.Run(ctx, c.ActivityID, skus, time.Now().Add(-*lag))
+	if errors.Is(err, reconcile.ErrRunInProgress) && !*final {
+		fmt.Println("another reconcile run of this activity is in progress; nothing done")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		rep.Print(os.Stdout)
+	}
+	if n := rep.Critical(); n > 0 {
+		return fmt.Errorf("%d critical anomalies left for manual review (run %s)", n, rep.RunID)
+	}
+	return nil
+}

@@ -195,6 +195,7 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		require.Equal(t, a.UID, d.OwnerReferences[0].UID, c)
 		ctr := d.Spec.Template.Spec.Containers[0]
 		require.Equal(t, "seckill/workloads:dev", ctr.Image)
+		require.Equal(t, []string{"/seckill"}, ctr.Command, "the image's workloads binary")
 		env := map[string]corev1.EnvVar{}
 		for _, e := range ctr.Env {
 			env[e.Name] = e

@@ -122,7 +122,7 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	}
 	ctr := corev1.Container{
 		Name: "seckill", Image: act.Spec.Workloads.Image, ImagePullPolicy: act.Spec.Workloads.ImagePullPolicy,
-		Args: args, Env: env, Resources: act.Spec.Workloads.Resources,
+		Command: []string{"/seckill"}, Args: args, Env: env, Resources: act.Spec.Workloads.Resources,
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

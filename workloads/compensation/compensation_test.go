@@ -194,3 +194,28 @@ func TestConcurrentWorkersCompensateOnce(t *testing.T) {
 	require.Equal(t, "APPLIED", task)
 	require.Equal(t, redisstore.Counters{Initial: 1, Available: 1, Exists: true}, b.counters(t))
 }
+
+// While the backlog guard pauses time-driven compensation, the task of a
+// deadline rejection waits; the task of a PostgreSQL stock decision runs.
+// Once the pause is lifted, the waiting task runs too.
+func TestPauseHoldsDeadlineCompensations(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, 0, 2)
+	byStock, _ := b.buy(t, 1)
+	byDeadline, _ := b.buy(t, 2)
+	_, err := b.pool.Exec(ctx, `UPDATE inventory_reservation SET reason_code = 'BUSINESS_DEADLINE_EXCEEDED' WHERE reservation_id = $1`, byDeadline)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `INSERT INTO activity_control (activity_id, compensation_paused) VALUES ($1, true)`, b.slot.ActivityID)
+	require.NoError(t, err)
+	w := b.worker("w1")
+	tasks, err := w.Claim(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	require.Equal(t, byStock, tasks[0].ReservationID)
+	_, err = b.pool.Exec(ctx, `UPDATE activity_control SET compensation_paused = false WHERE activity_id = $1`, b.slot.ActivityID)
+	require.NoError(t, err)
+	tasks, err = w.Claim(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	require.Equal(t, byDeadline, tasks[0].ReservationID)
+}

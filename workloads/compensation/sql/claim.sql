@@ -1,11 +1,21 @@
 -- CompensationClaimBatch (seed §9.7): lease due tasks with SKIP LOCKED;
--- an expired CLAIMED lease is reclaimed (the worker died mid-way).
+-- an expired CLAIMED lease is reclaimed (the worker died mid-way). While the
+-- operator's backlog guard pauses time-driven compensation (seed §11.3 step
+-- 6), the compensations of deadline rejections wait; those of PostgreSQL's
+-- stock and one-per-user decisions go on.
 -- $1 limit, $2 lease owner, $3 lease duration.
 WITH candidates AS (
     SELECT task_id
     FROM compensation_task
     WHERE (status IN ('PENDING', 'RETRY') OR (status = 'CLAIMED' AND lease_until < clock_timestamp()))
       AND next_retry_at <= clock_timestamp()
+      AND NOT EXISTS (
+          SELECT 1
+          FROM inventory_reservation AS r
+          JOIN activity_control AS ac ON ac.activity_id = r.activity_id
+          WHERE r.reservation_id = compensation_task.reservation_id
+            AND ac.compensation_paused
+            AND r.reason_code = 'BUSINESS_DEADLINE_EXCEEDED')
     ORDER BY next_retry_at, created_at
     FOR UPDATE SKIP LOCKED
     LIMIT $1

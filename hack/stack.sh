@@ -10,7 +10,7 @@
 # Everything lives under STACK_DIR (default <repo>/.stack) and listens on
 # 127.0.0.1 only, on project ports (override with the variables below):
 #   PostgreSQL 15 ............... SECKILL_PG_PORT        25432
-#   Redis primary / replica ..... SECKILL_REDIS_PORT     26379 / +1
+#   Redis primary / replica / Sentinel SECKILL_REDIS_PORT 26379 / +1 / +2
 #   Redis Cluster (3 masters) ... SECKILL_CLUSTER_PORT   27001..27003
 #   RocketMQ namesrv / gRPC ..... SECKILL_RMQ_NAMESRV_PORT 29876, SECKILL_RMQ_GRPC_PORT 28081
 #                                 (broker 30911 and 30909/30912, remoting 28080)
@@ -23,6 +23,8 @@ CACHE="${SECKILL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill}"
 PG_PORT="${SECKILL_PG_PORT:-25432}"
 REDIS_PORT="${SECKILL_REDIS_PORT:-26379}"
 REPLICA_PORT=$((REDIS_PORT + 1))
+SENTINEL_PORT=$((REDIS_PORT + 2))
+SENTINEL_MASTER=seckill-primary
 CLUSTER_PORT="${SECKILL_CLUSTER_PORT:-27001}"
 export RMQ_NAMESRV_PORT="${SECKILL_RMQ_NAMESRV_PORT:-29876}"
 export RMQ_GRPC_PORT="${SECKILL_RMQ_GRPC_PORT:-28081}"
@@ -172,6 +174,36 @@ redis_up() {
     i=$((i + 1)); [ "$i" -le 30 ] || die "Redis replica did not connect to the primary"
     sleep 1
   done
+  sentinel_up
+}
+
+# One Sentinel watching the primary (quorum 1): the workloads' sentinel mode
+# is tested against it. Sentinel rewrites its config, so it gets a fresh one
+# whenever it is (re)started.
+sentinel_up() {
+  local dir="$STACK_DIR/redis/sentinel"
+  mkdir -p "$dir"
+  if pid_alive "$dir/redis.pid"; then log "Redis Sentinel already running on $SENTINEL_PORT"; return 0; fi
+  port_busy "$SENTINEL_PORT" && die "port $SENTINEL_PORT is in use by something else"
+  cat > "$dir/sentinel.conf" <<CONF
+port $SENTINEL_PORT
+bind 127.0.0.1
+protected-mode no
+daemonize yes
+pidfile $dir/redis.pid
+logfile $dir/redis.log
+dir $dir
+sentinel monitor $SENTINEL_MASTER 127.0.0.1 $REDIS_PORT 1
+sentinel down-after-milliseconds $SENTINEL_MASTER 5000
+CONF
+  redis-server "$dir/sentinel.conf" --sentinel
+  wait_port "$SENTINEL_PORT" "Redis Sentinel" 20
+  local i=0
+  until redis-cli -p "$SENTINEL_PORT" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | grep -q "$REDIS_PORT"; do
+    i=$((i + 1)); [ "$i" -le 30 ] || die "Redis Sentinel does not know the primary"
+    sleep 1
+  done
+  log "Redis Sentinel started on $SENTINEL_PORT (master $SENTINEL_MASTER)"
 }
 redis_down() {
   local f
@@ -213,6 +245,8 @@ SECKILL_PG_DSN=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/seckill?sslmo
 SECKILL_PG_ADMIN_DSN=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable
 SECKILL_REDIS_ADDR=127.0.0.1:$REDIS_PORT
 SECKILL_REDIS_REPLICA_ADDR=127.0.0.1:$REPLICA_PORT
+SECKILL_REDIS_SENTINEL_ADDR=127.0.0.1:$SENTINEL_PORT
+SECKILL_REDIS_SENTINEL_MASTER=$SENTINEL_MASTER
 SECKILL_REDIS_CLUSTER_ADDRS=127.0.0.1:$CLUSTER_PORT,127.0.0.1:$((CLUSTER_PORT + 1)),127.0.0.1:$((CLUSTER_PORT + 2))
 SECKILL_RMQ_ENDPOINT=127.0.0.1:$RMQ_GRPC_PORT
 SECKILL_RMQ_NAMESRV=127.0.0.1:$RMQ_NAMESRV_PORT

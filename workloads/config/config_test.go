@@ -1,11 +1,15 @@
 package config
 
 import (
+	"context"
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill-operator/workloads/testenv"
 )
 
 func TestCheckReportsEveryProblem(t *testing.T) {
@@ -33,4 +37,25 @@ func TestSlotsAndKeyring(t *testing.T) {
 	c.IDKeys = "1:zz"
 	_, err = c.Keyring()
 	require.Error(t, err)
+}
+
+// Each Redis mode the workloads accept reaches the real server: single,
+// cluster, and sentinel (the primary found through the local Sentinel).
+func TestRedisModesConnect(t *testing.T) {
+	for mode, c := range map[string]Common{
+		"single":   {RedisMode: "single", RedisAddrs: testenv.Get(t, "SECKILL_REDIS_ADDR")},
+		"cluster":  {RedisMode: "cluster", RedisAddrs: testenv.Get(t, "SECKILL_REDIS_CLUSTER_ADDRS")},
+		"sentinel": {RedisMode: "sentinel", RedisAddrs: testenv.Get(t, "SECKILL_REDIS_SENTINEL_ADDR"), RedisMaster: testenv.Get(t, "SECKILL_REDIS_SENTINEL_MASTER")},
+	} {
+		t.Run(mode, func(t *testing.T) {
+			require.NoError(t, c.Check(Need{Redis: true}))
+			rdb := c.Redis()
+			defer rdb.Close()
+			key := "seckill:{config-test}:" + mode
+			require.NoError(t, rdb.Set(context.Background(), key, "ok", time.Minute).Err())
+			v, err := rdb.Get(context.Background(), key).Result()
+			require.NoError(t, err)
+			require.Equal(t, "ok", v)
+		})
+	}
 }

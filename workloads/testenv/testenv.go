@@ -121,7 +121,17 @@ func ping(t testing.TB, c redis.UniversalClient) {
 	t.Cleanup(func() { _ = c.Close() })
 }
 
-// Redises returns both topologies, for tests that must pass on each.
+// RedisSentinel is a client that finds the primary through the local
+// Sentinel, the way the workloads' sentinel mode does.
+func RedisSentinel(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: Get(t, "SECKILL_REDIS_SENTINEL_MASTER"),
+		SentinelAddrs: []string{Get(t, "SECKILL_REDIS_SENTINEL_ADDR")}})
+	ping(t, c)
+	return c
+}
+
+// Redises returns every topology, for tests that must pass on each.
 func Redises(t testing.TB) map[string]redis.UniversalClient {
-	return map[string]redis.UniversalClient{"single": RedisSingle(t), "cluster": RedisCluster(t)}
+	return map[string]redis.UniversalClient{"single": RedisSingle(t), "cluster": RedisCluster(t), "sentinel": RedisSentinel(t)}
 }

@@ -57,6 +57,16 @@ func (r *SeckillActivityReconciler) lifecycle(ctx context.Context, act *seckillv
 		st.LastReconcile = &seckillv1alpha1.ReconcileSummary{RunID: run.ID, FinishedAt: metav1.NewTime(run.FinishedAt),
 			Result: run.Status, Anomalies: run.Anomalies, AutoRepaired: run.AutoRepaired, Manual: run.Manual}
 	}
+	if st.Phase == seckillv1alpha1.PhaseCompleted && prev != seckillv1alpha1.PhaseCompleted {
+		// The sale is over and reconciled: its Redis keys are kept for the
+		// retention, then expire; PostgreSQL keeps everything.
+		retention := dur(act.Spec.Retention, defaultRetention)
+		n, err := store.Archive(ctx, act.Spec.ActivityID, skusOf(act), retention)
+		if err != nil {
+			return next, err
+		}
+		r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "Archived", "Archive", "%d Redis keys expire in %s", n, retention)
+	}
 	if st.Phase != prev {
 		typ := corev1.EventTypeNormal
 		if st.Phase == seckillv1alpha1.PhaseFailed {

@@ -420,6 +420,12 @@ func TestLifecycleThroughCompleted(t *testing.T) {
 	require.NoError(t, k8sClient.Status().Update(testCtx, &job))
 	a = s.eventually("completed", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseCompleted })
 	require.Equal(t, metav1.ConditionTrue, condition(a, seckillv1alpha1.ConditionReconciled).Status)
+	// Completed: the Redis keys now expire after the retention (default 168h).
+	require.Eventually(t, func() bool {
+		ttl, err := s.rdb.PTTL(testCtx, redisstore.SKUSlot(s.activity, 90002).Stock()).Result()
+		return err == nil && ttl > 160*time.Hour
+	}, 10*time.Second, 100*time.Millisecond)
+	require.NotEmpty(t, s.events("Archived"))
 	for _, p := range []seckillv1alpha1.Phase{seckillv1alpha1.PhaseActive, seckillv1alpha1.PhaseReconciling, seckillv1alpha1.PhaseCompleted} {
 		require.NotEmpty(t, s.events(string(p)), p)
 	}

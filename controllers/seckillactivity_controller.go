@@ -112,8 +112,11 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	setCondition(&act, seckillv1alpha1.ConditionDegraded, false, "Connected", "PostgreSQL and Redis answer")
 
 	if err := r.provision(ctx, &act, store); err != nil {
-		if errors.Is(err, control.ErrStockDecrease) {
+		switch {
+		case errors.Is(err, control.ErrStockDecrease):
 			st.Phase = seckillv1alpha1.PhaseFailed
+		case st.Phase == seckillv1alpha1.PhasePending:
+			st.Phase = seckillv1alpha1.PhaseProvisioning
 		}
 		return r.degraded(ctx, before, &act, err)
 	}

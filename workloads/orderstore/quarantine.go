@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/ids"
@@ -42,6 +43,15 @@ func RecordProjection(ctx context.Context, pool *pgxpool.Pool, group, topic, eve
 	h := sha256.Sum256(payload)
 	if _, err := pool.Exec(ctx, qProjectionInbox, group, eventID, topic, eventType, reservationID, h[:], result); err != nil {
 		return fmt.Errorf("recording projection of %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// InsertOutboxEvent writes an outbox event inside the caller's business
+// transaction (seed §9.4); the relay sends it.
+func InsertOutboxEvent(ctx context.Context, tx pgx.Tx, aggregateType string, aggregateID uuid.UUID, eventType, topic string, payload []byte) error {
+	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), aggregateType, aggregateID, eventType, topic, payload); err != nil {
+		return fmt.Errorf("writing %s outbox event: %w", eventType, err)
 	}
 	return nil
 }

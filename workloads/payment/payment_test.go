@@ -1,0 +1,199 @@
+package payment_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/payment"
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+// newOrder makes a real order through the order transaction.
+func newOrder(t *testing.T, pool *pgxpool.Pool) (orderID uuid.UUID, activity int64) {
+	t.Helper()
+	ctx := context.Background()
+	activity = time.Now().UnixNano() % 1_000_000_000_000
+	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, 1, 5, 5)`, activity)
+	require.NoError(t, err)
+	now := time.Now().UnixMilli()
+	msg := events.NewOrderCreateRequested(ids.NewRandom(), ids.NewRandom(), ids.NewRandom(), activity, 1, 42, -1, now, now+300_000, "t")
+	body, _ := msg.Marshal()
+	out, err := (&orderstore.Consumer{Pool: pool, Group: "g", PaymentWindow: time.Minute}).Consume(ctx, msg, body)
+	require.NoError(t, err)
+	require.Equal(t, orderstore.ResultOrderCreated, out.Result)
+	return out.OrderID, activity
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// The same success callback delivered 200 times at once: one payment
+// record, one PAID transition, one unit from occupied to sold, one SELL
+// ledger row, one ORDER_PAID event; every other delivery is ALREADY_PAID.
+func TestDuplicateCallbacksPayOnce(t *testing.T) {
+	pool := testenv.Database(t)
+	order, activity := newOrder(t, pool)
+	s := &payment.Store{Pool: pool}
+	cb := payment.Callback{Provider: "sim", TransactionID: "tx-1", OrderID: order, PaidAt: time.Now()}
+	results := make(chan string, 200)
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.Apply(context.Background(), cb)
+			if err != nil {
+				results <- "error: " + err.Error()
+				return
+			}
+			results <- r
+		}()
+	}
+	wg.Wait()
+	close(results)
+	got := map[string]int{}
+	for r := range results {
+		got[r]++
+	}
+	require.Equal(t, map[string]int{payment.ResultPaid: 1, payment.ResultAlreadyPaid: 199}, got)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payment_record WHERE order_id = $1`, order))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'PAID'`, order))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM sku_inventory WHERE activity_id = $1 AND occupied_stock = 0 AND sold_stock = 1 AND available_stock = 4`, activity))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM inventory_ledger WHERE order_id = $1 AND entry_type = 'SELL'`, order))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM event_outbox WHERE aggregate_id = $1 AND event_type = 'ORDER_PAID'`, order))
+}
+
+// A success for an order already cancelled is a paid-after-cancel anomaly:
+// the order stays CANCELLED, the payment enters the refund flow once.
+func TestPaidAfterCancelStartsTheRefund(t *testing.T) {
+	pool := testenv.Database(t)
+	order, _ := newOrder(t, pool)
+	_, err := pool.Exec(context.Background(), `UPDATE orders SET status = 'CANCELLED', cancelled_at = now() WHERE order_id = $1`, order)
+	require.NoError(t, err)
+	s := &payment.Store{Pool: pool}
+	cb := payment.Callback{Provider: "sim", TransactionID: "late-1", OrderID: order, PaidAt: time.Now()}
+	for range 3 {
+		r, err := s.Apply(context.Background(), cb)
+		require.NoError(t, err)
+		require.Equal(t, payment.ResultPaidAfterCancel, r)
+	}
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'CANCELLED'`, order))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payment_record WHERE order_id = $1 AND status = 'REFUNDING'`, order))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM event_outbox WHERE aggregate_id = $1 AND event_type = 'PAYMENT_REFUND_REQUIRED'`, order))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM inventory_ledger WHERE order_id = $1 AND entry_type = 'SELL'`, order))
+}
+
+// A provider transaction reported again for another order or amount is a
+// conflict: refused, nothing written.
+func TestConflictingCallbackWritesNothing(t *testing.T) {
+	pool := testenv.Database(t)
+	order, _ := newOrder(t, pool)
+	other, _ := newOrder(t, pool)
+	s := &payment.Store{Pool: pool}
+	_, err := s.Apply(context.Background(), payment.Callback{Provider: "sim", TransactionID: "tx-9", OrderID: order, AmountCents: 0, PaidAt: time.Now()})
+	require.NoError(t, err)
+	_, err = s.Apply(context.Background(), payment.Callback{Provider: "sim", TransactionID: "tx-9", OrderID: other, PaidAt: time.Now()})
+	require.ErrorIs(t, err, payment.ErrConflict)
+	_, err = s.Apply(context.Background(), payment.Callback{Provider: "sim", TransactionID: "tx-9", OrderID: order, AmountCents: 5, PaidAt: time.Now()})
+	require.ErrorIs(t, err, payment.ErrConflict)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payment_record`))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'CREATED'`, other))
+}
+
+func post(t *testing.T, h http.Handler, provider string, body []byte, sig string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/v1/payments/"+provider+"/callbacks", bytes.NewReader(body))
+	req.Header.Set(payment.SignatureHeader, sig)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var r struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &r)
+	return rec.Code, r.Code
+}
+
+// The signed endpoint: bad signatures and malformed bodies are refused and
+// write nothing; an unknown order is quarantined, never created, and applied
+// once the order exists; a good callback pays.
+func TestCallbackEndpoint(t *testing.T) {
+	pool := testenv.Database(t)
+	key := []byte("provider-key-0123456789abcdef0123")
+	s := &payment.Store{Pool: pool}
+	mux := http.NewServeMux()
+	(&payment.Handler{Store: s, Keys: map[string][]byte{"sim": key}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Routes(mux)
+	order, _ := newOrder(t, pool)
+	body := func(order uuid.UUID, tx string) []byte {
+		b, _ := json.Marshal(map[string]any{"transaction_id": tx, "order_id": order.String(), "amount_cents": 0,
+			"status": "SUCCESS", "paid_at_ms": time.Now().UnixMilli()})
+		return b
+	}
+	good := body(order, "tx-http")
+	cases := []struct {
+		name, provider string
+		body           []byte
+		sig            string
+		status         int
+		code           string
+	}{
+		{"bad signature", "sim", good, payment.Sign([]byte("someone else"), good), 401, "BAD_SIGNATURE"},
+		{"no signature", "sim", good, "", 401, "BAD_SIGNATURE"},
+		{"unknown provider", "nobody", good, payment.Sign(key, good), 404, "UNKNOWN_PROVIDER"},
+		{"not JSON", "sim", []byte("{"), payment.Sign(key, []byte("{")), 400, "INVALID_CALLBACK"},
+		{"unknown field", "sim", []byte(`{"x":1}`), payment.Sign(key, []byte(`{"x":1}`)), 400, "INVALID_CALLBACK"},
+		{"bad order id", "sim", []byte(`{"transaction_id":"a","order_id":"nope","amount_cents":0,"status":"SUCCESS","paid_at_ms":1}`),
+			payment.Sign(key, []byte(`{"transaction_id":"a","order_id":"nope","amount_cents":0,"status":"SUCCESS","paid_at_ms":1}`)), 400, "INVALID_CALLBACK"},
+		{"oversized", "sim", bytes.Repeat([]byte("x"), payment.MaxCallbackBytes+1), "", 400, "INVALID_CALLBACK"},
+	}
+	for _, c := range cases {
+		st, code := post(t, mux, c.provider, c.body, c.sig)
+		require.Equal(t, []any{c.status, c.code}, []any{st, code}, c.name)
+	}
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM payment_record`), "refusals write nothing")
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM message_quarantine`))
+
+	st, code := post(t, mux, "sim", good, payment.Sign(key, good))
+	require.Equal(t, []any{200, payment.ResultPaid}, []any{st, code})
+	st, code = post(t, mux, "sim", good, payment.Sign(key, good))
+	require.Equal(t, []any{200, payment.ResultAlreadyPaid}, []any{st, code})
+
+	// A callback that overtakes its order: kept, not created, applied later.
+	early := ids.NewRandom()
+	eb := body(early, "tx-early")
+	st, code = post(t, mux, "sim", eb, payment.Sign(key, eb))
+	require.Equal(t, []any{202, "QUARANTINED"}, []any{st, code})
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM orders WHERE order_id = $1`, early), "never created from a callback")
+	n, err := s.RetryQuarantined(context.Background(), 10)
+	require.NoError(t, err)
+	require.Zero(t, n, "still unknown: stays quarantined")
+
+	later, _ := newOrder(t, pool)
+	lb := body(later, "tx-later")
+	_, err = pool.Exec(context.Background(), `INSERT INTO message_quarantine (quarantine_id, consumer_group, topic, broker_message_id, reason_code, detail, payload, payload_hash)
+		VALUES ($1, 'payment-callback', 'sim', 'tx-later', 'UNKNOWN_ORDER', 'arrived before its order', $2, sha256($2))`, ids.NewRandom(), lb)
+	require.NoError(t, err)
+	n, err = s.RetryQuarantined(context.Background(), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'PAID'`, later))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM message_quarantine WHERE broker_message_id = 'tx-later' AND status = 'REPLAYED'`))
+}

@@ -83,7 +83,11 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 	}
 	// The workloads need these too; a missing one is reported now, not
 	// when a pod crash-loops.
-	for _, sel := range []corev1.SecretKeySelector{c.RocketMQEndpointSecret, c.IDKeysSecret, c.TokenKeySecret} {
+	more := []corev1.SecretKeySelector{c.RocketMQEndpointSecret, c.IDKeysSecret, c.TokenKeySecret}
+	if c.PaymentKeysSecret != nil {
+		more = append(more, *c.PaymentKeysSecret)
+	}
+	for _, sel := range more {
 		if _, err := get(sel); err != nil {
 			return e, err
 		}

@@ -51,6 +51,7 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-conn", Namespace: "default"}, StringData: map[string]string{
 		"pg-dsn": pool.Config().ConnString(), "redis-addrs": testenv.Get(t, "SECKILL_REDIS_ADDR"),
 		"rmq-endpoint": "127.0.0.1:1", "id-keys": "1:" + strings.Repeat("ab", 32), "token-key": strings.Repeat("k", 32),
+		"payment-keys": "sim:" + strings.Repeat("cd", 32),
 	}}
 	require.NoError(t, k8sClient.Create(testCtx, secret))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), secret) })
@@ -169,7 +170,10 @@ func allSame(v []string, want string) bool {
 // opens the window, and runs the workloads (Deployments, Service, PDBs,
 // CronJobs) owned by the activity and configured from its Secrets.
 func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
-	s := newSale(t, "create-provision", nil)
+	s := newSale(t, "create-provision", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.Connections.PaymentKeysSecret = &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "create-provision-conn"}, Key: "payment-keys"}
+	})
 	a := s.eventually("provisioned and active", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue && a.Status.Phase == seckillv1alpha1.PhaseActive
 	})
@@ -189,7 +193,7 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 	require.NotEmpty(t, s.events("StockProvisioned"))
 	require.NotEmpty(t, s.events(string(seckillv1alpha1.PhaseActive)))
 
-	for _, c := range []string{ComponentGateway, ComponentConsumer, ComponentProjector, ComponentScanner, ComponentRelay, ComponentCompensator} {
+	for _, c := range []string{ComponentGateway, ComponentConsumer, ComponentProjector, ComponentScanner, ComponentRelay, ComponentCompensator, ComponentPayments} {
 		var d appsv1.Deployment
 		require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, c)}, &d), c)
 		require.Equal(t, a.UID, d.OwnerReferences[0].UID, c)
@@ -205,6 +209,9 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		require.Equal(t, fmt.Sprint(s.activity), env["SECKILL_ACTIVITY_ID"].Value)
 		require.True(t, *ctr.SecurityContext.ReadOnlyRootFilesystem)
 		require.NotNil(t, ctr.ReadinessProbe, c)
+		if c == ComponentPayments {
+			require.Equal(t, "payment-keys", env["SECKILL_PAYMENT_KEYS"].ValueFrom.SecretKeyRef.Key)
+		}
 		if c == ComponentGateway {
 			require.Equal(t, "token-key", env["SECKILL_TOKEN_KEY"].ValueFrom.SecretKeyRef.Key)
 			require.Equal(t, int32(2), *d.Spec.Replicas)
@@ -216,6 +223,7 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 	var svc corev1.Service
 	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &svc))
 	require.Equal(t, int32(80), svc.Spec.Ports[0].Port)
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentPayments)}, &svc))
 	var pdb policyv1.PodDisruptionBudget
 	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentConsumer)}, &pdb))
 	for _, c := range []string{ComponentReconcile, ComponentCompensation} {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ const (
 	ComponentCompensator  = "compensator"
 	ComponentReconcile    = "reconcile"
 	ComponentCompensation = "compensation-sweep"
+	ComponentPayments     = "payments"
 )
 
 // worker is one Deployment of the activity.
@@ -53,7 +55,7 @@ func ObjectName(act *seckillv1alpha1.SeckillActivity, component string) string {
 
 func workers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
 	s := act.Spec
-	return []worker{
+	ws := []worker{
 		{ComponentGateway, []string{"gateway", "-business-deadline=" + dur(s.BusinessDeadline, defaultDeadline).String()}, s.Workloads.GatewayReplicas, names.GatewayPort, 1},
 		{ComponentConsumer, []string{"consumer", "-payment-window=" + dur(s.PaymentWindow, defaultPaymentWindow).String()}, consumers, names.MetricsPort, 1},
 		{ComponentProjector, []string{"projector"}, 1, names.MetricsPort, 0},
@@ -61,7 +63,14 @@ func workers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
 		{ComponentRelay, []string{"relay"}, 2, names.MetricsPort, 1},
 		{ComponentCompensator, []string{"compensator"}, 1, names.MetricsPort, 0},
 	}
+	if s.Connections.PaymentKeysSecret != nil {
+		ws = append(ws, worker{ComponentPayments, []string{"payments"}, 2, names.GatewayPort, 1})
+	}
+	return ws
 }
+
+// served are the components behind a Service (HTTP on port 80).
+var served = []string{ComponentGateway, ComponentPayments}
 
 // labels of every object of an activity's component.
 func labels(act *seckillv1alpha1.SeckillActivity, component string) map[string]string {
@@ -114,10 +123,14 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	if c.Redis.MasterName != "" {
 		env = append(env, corev1.EnvVar{Name: names.EnvRedisMaster, Value: c.Redis.MasterName})
 	}
-	if component == ComponentGateway {
+	switch {
+	case component == ComponentGateway:
 		env = append(env, secretEnv(names.EnvTokenKey, c.TokenKeySecret),
 			corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)})
-	} else if port > 0 {
+	case component == ComponentPayments && c.PaymentKeysSecret != nil:
+		env = append(env, secretEnv(names.EnvPaymentKeys, *c.PaymentKeysSecret),
+			corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)})
+	case port > 0:
 		env = append(env, corev1.EnvVar{Name: names.EnvMetricsAddr, Value: fmt.Sprintf(":%d", port)})
 	}
 	ctr := corev1.Container{
@@ -130,7 +143,7 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	}
 	if port > 0 {
 		name := "metrics"
-		if component == ComponentGateway {
+		if component == ComponentGateway || component == ComponentPayments {
 			name = "http"
 		}
 		ctr.Ports = []corev1.ContainerPort{{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
@@ -187,14 +200,19 @@ func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *sec
 			}
 		}
 	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, ComponentGateway), Namespace: act.Namespace}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
-		svc.Labels = labels(act, ComponentGateway)
-		svc.Spec.Selector = map[string]string{"app.kubernetes.io/instance": act.Name, names.LabelComponent: ComponentGateway}
-		svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}
-		return controllerutil.SetControllerReference(act, svc, r.Scheme)
-	}); err != nil {
-		return 0, false, fmt.Errorf("applying service %s: %w", svc.Name, err)
+	for _, w := range workers(act, consumers) {
+		if !slices.Contains(served, w.component) {
+			continue
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+			svc.Labels = labels(act, w.component)
+			svc.Spec.Selector = map[string]string{"app.kubernetes.io/instance": act.Name, names.LabelComponent: w.component}
+			svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}
+			return controllerutil.SetControllerReference(act, svc, r.Scheme)
+		}); err != nil {
+			return 0, false, fmt.Errorf("applying service %s: %w", svc.Name, err)
+		}
 	}
 	for _, cj := range []struct {
 		component, schedule string

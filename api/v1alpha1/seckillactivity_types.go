@@ -60,6 +60,10 @@ type Connections struct {
 	IDKeysSecret corev1.SecretKeySelector `json:"idKeysSecret"`
 	// TokenKeySecret holds the HMAC key that verifies the users' bearer tokens.
 	TokenKeySecret corev1.SecretKeySelector `json:"tokenKeySecret"`
+	// PaymentKeysSecret holds the payment providers' callback HMAC keys
+	// ("<provider>:<hex key>,..."); when set, the payments workload runs.
+	// +optional
+	PaymentKeysSecret *corev1.SecretKeySelector `json:"paymentKeysSecret,omitempty"`
 }
 
 // WorkloadsSpec sets the image and resources of the workloads.

@@ -55,6 +55,7 @@ const (
 	EnvActivityID   = "SECKILL_ACTIVITY_ID"
 	EnvHTTPAddr     = "SECKILL_HTTP_ADDR"
 	EnvMetricsAddr  = "SECKILL_METRICS_ADDR"
+	EnvPaymentKeys  = "SECKILL_PAYMENT_KEYS"
 )
 
 // GatewayPort is the gateway's HTTP port in the pod; MetricsPort serves the

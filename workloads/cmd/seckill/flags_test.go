@@ -29,6 +29,8 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"dlq-replay without endpoint", []string{"dlq-replay", "-group", "seckill-order-consumer", "-rmq-endpoint", ""}, "-rmq-endpoint is required"},
 		{"reconcile without SKUs", []string{"reconcile", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1"}, "-skus"},
 		{"reconcile negative lag", []string{"reconcile", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:1", "-activity-id", "5", "-watermark-lag", "-1s"}, "-watermark-lag"},
+		{"payments without keys", []string{"payments", "-pg-dsn", "postgres://x", "-payment-keys", ""}, "-payment-keys entries"},
+		{"payments short key", []string{"payments", "-pg-dsn", "postgres://x", "-payment-keys", "sim:abcd"}, "at least 16 bytes"},
 		{"gateway short token key", []string{"gateway", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-rmq-endpoint", "x:1", "-skus", "1:1", "-id-keys", "1:00112233445566778899aabbccddeeff", "-token-key", "short"}, "-token-key must be at least 32 bytes"},
 	}
 	for _, tc := range cases {

@@ -29,6 +29,7 @@ commands:
   compensator  rejected reservations -> Redis stock, once
   scanner      send-scanner: resend reservations not known to be sent
   dlq-replay   send a group's dead-lettered messages back to its topic (same message ids)
+  payments     payment providers' signed callbacks -> PAID once; unknown orders quarantined
   reconcile    stock conservation check of the activity, recorded; exit 1 on critical anomalies
 
 Run "seckill <command> -h" for its flags.
@@ -49,6 +50,8 @@ func main() {
 		err = runGateway(ctx, os.Args[2:])
 	case "consumer", "relay", "projector", "compensator", "scanner":
 		err = worker(ctx, os.Args[1], os.Args[2:])
+	case "payments":
+		err = runPayments(ctx, os.Args[2:])
 	case "reconcile":
 		err = runReconcile(ctx, os.Args[2:])
 	case "dlq-replay":

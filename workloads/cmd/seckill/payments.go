@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/metrics"
+	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/payment"
+)
+
+// parsePaymentKeys reads "provider:hexkey,...".
+func parsePaymentKeys(s string) (map[string][]byte, error) {
+	keys := map[string][]byte{}
+	for _, part := range strings.Split(s, ",") {
+		name, hexKey, ok := strings.Cut(strings.TrimSpace(part), ":")
+		key, err := hex.DecodeString(hexKey)
+		if !ok || name == "" || err != nil || len(key) < 16 {
+			return nil, errors.New("-payment-keys entries must be provider:hexkey with a key of at least 16 bytes")
+		}
+		keys[name] = key
+	}
+	return keys, nil
+}
+
+// runPayments serves the payment providers' signed callbacks and looks up
+// the orders of quarantined callbacks again.
+func runPayments(ctx context.Context, args []string) error {
+	var c config.Common
+	fs := flag.NewFlagSet("payments", flag.ContinueOnError)
+	c.Bind(fs)
+	addr := fs.String("addr", envOr(names.EnvHTTPAddr, fmt.Sprintf(":%d", names.GatewayPort)), "listen address ($"+names.EnvHTTPAddr+")")
+	keysFlag := fs.String("payment-keys", os.Getenv(names.EnvPaymentKeys), "provider:hexkey,... HMAC keys of the callbacks ($"+names.EnvPaymentKeys+")")
+	eventsTopic := fs.String("events-topic", names.TopicOrderEvents, "order events topic (ORDER_PAID)")
+	relook := fs.Duration("relookup", 30*time.Second, "how often quarantined callbacks of unknown orders are looked up again")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	var errs []error
+	if err := c.Check(config.Need{PG: true}); err != nil {
+		errs = append(errs, err)
+	}
+	keys, err := parsePaymentKeys(*keysFlag)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if *relook < time.Second {
+		errs = append(errs, errors.New("-relookup must be at least 1s"))
+	}
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "payments")
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}()
+	pool, err := openPG(ctx, &c, &closers)
+	if err != nil {
+		return err
+	}
+	store := &payment.Store{Pool: pool, EventsTopic: *eventsTopic}
+	health := &metrics.Health{}
+	mux := http.NewServeMux()
+	(&payment.Handler{Store: store, Keys: keys, Log: log}).Routes(mux)
+	status := metrics.Handler(metrics.Registry(), health)
+	mux.Handle("GET /healthz", status)
+	mux.Handle("GET /readyz", status)
+	mux.Handle("GET /metrics", status)
+	go func() {
+		t := time.NewTicker(*relook)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if n, err := store.RetryQuarantined(ctx, 100); err != nil {
+					log.Warn("looking up quarantined callbacks", "error", err)
+				} else if n > 0 {
+					log.Info("quarantined callbacks applied", "count", n)
+				}
+			}
+		}
+	}()
+	health.Ready()
+	log.Info("listening", "addr", *addr)
+	return metrics.Serve(ctx, *addr, mux)
+}

@@ -119,3 +119,7 @@ $(GOLANGCI_LINT):
 .PHONY: bench
 bench: stack-up ## Reserve Lua through the Go store next to redis-benchmark's ceiling (medians).
 	hack/bench-reserve.sh
+
+.PHONY: race
+race: stack-up ## Payments racing the timeout cancel, thousands of times (SECKILL_RACE_ITERATIONS, default 5000).
+	SECKILL_RACE_ITERATIONS=$${SECKILL_RACE_ITERATIONS:-5000} go test -count=1 -run TestPaymentRacesTimeoutCancel -v ./workloads/cancel

@@ -48,7 +48,7 @@ GROUP_RETRIES=8 # names.RetryLimit
 # attempts (the count carries over), so their limit must be higher.
 GROUPS_REPLAY="seckill-dlq-replayer seckill-test-replayer"
 REPLAY_RETRIES=32
-GROUPS_TEST="seckill-test-group seckill-test-delay-group seckill-test-dlq-group seckill-test-consumer seckill-test-projector seckill-test-crash"
+GROUPS_TEST="seckill-test-group seckill-test-delay-group seckill-test-dlq-group seckill-test-consumer seckill-test-projector seckill-test-crash seckill-test-canceller"
 TEST_GROUP_RETRIES=2
 GROUP_POISON=seckill-test-poison # retry 1: the DLQ test
 

@@ -79,6 +79,8 @@ type Consumer struct {
 	PaymentWindow time.Duration
 	// EventsTopic is where the outbox events go (default names.TopicOrderEvents).
 	EventsTopic string
+	// CancelTopic is where the timeout-cancel timers go (default names.TopicOrderCancel).
+	CancelTopic string
 	// Now is the clock (injectable for tests).
 	Now func() time.Time
 	// Failpoint, when set, is called at the named points of seed §13.3
@@ -94,6 +96,13 @@ func (c *Consumer) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
+}
+
+func (c *Consumer) cancelTopic() string {
+	if c.CancelTopic != "" {
+		return c.CancelTopic
+	}
+	return names.TopicOrderCancel
 }
 
 func (c *Consumer) eventsTopic() string {
@@ -252,6 +261,9 @@ func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.Ord
 	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), "ORDER", msg.ReservationID, events.TypeOrderCreated,
 		c.eventsTopic(), payload); err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("writing ORDER_CREATED outbox event: %w", err)
+	}
+	if _, err := tx.Exec(ctx, qTimerInsert, ids.NewRandom(), c.cancelTopic(), orderID); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("writing the cancel timer: %w", err)
 	}
 	return Outcome{Action: Ack, Result: ResultOrderCreated, OrderID: orderID}, nil
 }

@@ -80,6 +80,9 @@ func TestOrderCreated(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM inventory_ledger WHERE idempotency_key = 'OCCUPY:' || $1::text`, m.ReservationID))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM event_outbox WHERE aggregate_id = $1 AND event_type = 'ORDER_CREATED' AND status = 'PENDING'`, m.ReservationID))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM consumer_inbox WHERE message_id = $1 AND result_code = 'ORDER_CREATED' AND order_id = $2`, m.MessageID, out.OrderID))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM event_outbox e JOIN orders o ON o.order_id = e.aggregate_id
+		WHERE o.order_id = $1 AND e.event_type = 'ORDER_CANCEL_TIMER' AND e.deliver_at = o.expires_at AND e.topic = 'seckill-order-cancel'`, out.OrderID),
+		"the timeout-cancel timer, due at expires_at")
 }
 
 // Seed §13.2: one message delivered 10,000 times at once.

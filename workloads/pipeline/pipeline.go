@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill-operator/workloads/cancel"
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/lease"
@@ -243,6 +244,15 @@ type Projector struct {
 	Log       *slog.Logger
 	Metrics   *metrics.Projector
 	Health    *metrics.Health
+	// TerminalTTL is how long a released reservation stays (default 7 days).
+	TerminalTTL time.Duration
+}
+
+func (p *Projector) terminalTTL() time.Duration {
+	if p.TerminalTTL > 0 {
+		return p.TerminalTTL
+	}
+	return 7 * 24 * time.Hour
 }
 
 type orderEvent struct {
@@ -307,6 +317,16 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 	case events.TypeOrderRejected:
 		// The compensator restores the stock; nothing to project.
 		result = "NOT_PROJECTED"
+	case cancel.TypeOrderCancelled:
+		res, err := p.Redis.ReleaseAfterCancel(ctx, slot, ev.ReservationID, ev.OrderID, time.Now(), p.terminalTTL())
+		if err != nil {
+			_ = p.MQ.Retry(d, time.Second)
+			return
+		}
+		result = res.Reason
+		if !res.OK() {
+			p.Log.Warn("release refused", "reservation_id", ev.ReservationID, "reason", res.Reason)
+		}
 	}
 	if err := orderstore.RecordProjection(ctx, p.Pool, p.Group, d.Topic, ev.EventType, eventID, ev.ReservationID, d.Body, result); err != nil {
 		_ = p.MQ.Retry(d, time.Second)
@@ -443,4 +463,72 @@ func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 		}
 	}
 	return len(claims)
+}
+
+// Canceller runs the timeout-cancel timers (delayed messages due at each
+// order's expires_at).
+type Canceller struct {
+	MQ        *mq.Consumer
+	Cancel    *cancel.Canceller
+	Group     string
+	Invisible time.Duration
+	Log       *slog.Logger
+	Health    *metrics.Health
+}
+
+type cancelTimer struct {
+	OrderID uuid.UUID `json:"order_id"`
+}
+
+// Run cancels until ctx ends.
+func (c *Canceller) Run(ctx context.Context) error {
+	c.Health.Ready()
+	for ctx.Err() == nil {
+		c.Health.Beat()
+		ds, err := c.MQ.Receive(ctx, 16, c.Invisible)
+		if err != nil {
+			c.Log.Warn("receive failed", "error", err)
+			idle(ctx, time.Second)
+			continue
+		}
+		for _, d := range ds {
+			c.handle(ctx, d)
+		}
+	}
+	return nil
+}
+
+func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
+	var tm cancelTimer
+	err := json.Unmarshal(d.Body, &tm)
+	if err == nil && tm.OrderID == uuid.Nil {
+		err = errors.New("no order_id")
+	}
+	var out cancel.Outcome
+	if err == nil {
+		out, err = c.Cancel.Handle(ctx, tm.OrderID)
+	}
+	if err != nil && (errors.Is(err, cancel.ErrNoOrder) || tm.OrderID == uuid.Nil) {
+		if qerr := orderstore.Quarantine(ctx, c.Cancel.Pool, orderstore.Quarantined{Group: c.Group, Topic: d.Topic,
+			BrokerMessageID: d.BrokerID, Reason: events.ReasonMalformed, Detail: err.Error(), Payload: d.Body}); qerr != nil {
+			_ = c.MQ.Retry(d, 5*time.Second)
+			return
+		}
+		_ = c.MQ.Ack(ctx, d)
+		return
+	}
+	if err != nil {
+		c.Log.Warn("cancel timer failed; redelivery", "order_id", tm.OrderID, "error", err)
+		_ = c.MQ.Retry(d, 5*time.Second)
+		return
+	}
+	switch out.Result {
+	case cancel.Early, cancel.Paused, cancel.Unknown:
+		// Not now: the same timer comes back later (bounded wait).
+		wait := min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute)
+		_ = c.MQ.Retry(d, wait)
+	default:
+		c.Log.Info("cancel timer", "order_id", tm.OrderID, "result", out.Result)
+		_ = c.MQ.Ack(ctx, d)
+	}
 }

@@ -10,16 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	ordercancel "github.com/seckill/seckill-operator/workloads/cancel"
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/outbox"
+	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/pipeline"
+	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
@@ -27,6 +31,7 @@ import (
 const (
 	topicCreate = "seckill-test-order-create"
 	topicEvents = "seckill-test-order-events"
+	topicCancel = "seckill-test-delay"
 	sku         = int64(5)
 	buckets     = 3
 )
@@ -51,6 +56,13 @@ type harness struct {
 // of the pipeline in-process against the real servers until the test ends.
 func start(t *testing.T, pgStock, redisStock int) *harness {
 	t.Helper()
+	return startWith(t, pgStock, redisStock, 15*time.Minute, nil)
+}
+
+// startWith is start with the orders' payment window and, when channel is
+// set, a timeout canceller asking it.
+func startWith(t *testing.T, pgStock, redisStock int, paymentWindow time.Duration, channel provider.Channel) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	endpoint := testenv.Get(t, "SECKILL_RMQ_ENDPOINT")
@@ -68,7 +80,7 @@ func start(t *testing.T, pgStock, redisStock int) *harness {
 		require.NoError(t, err)
 		require.NoError(t, rs.SetWindow(ctx, sl, redisstore.WindowActive))
 	}
-	producer, err := mq.NewProducer(endpoint, topicCreate, topicEvents)
+	producer, err := mq.NewProducer(endpoint, topicCreate, topicEvents, topicCancel)
 	require.NoError(t, err)
 	orderMQ, err := mq.NewConsumer(endpoint, "seckill-test-consumer", topicCreate)
 	require.NoError(t, err)
@@ -78,7 +90,7 @@ func start(t *testing.T, pgStock, redisStock int) *harness {
 	workers := []interface{ Run(context.Context) error }{
 		&pipeline.OrderConsumer{MQ: orderMQ, Invisible: 10 * time.Second, Log: log,
 			ID: "consumer-1", ActivityID: activity, HeartbeatEvery: 200 * time.Millisecond,
-			Store: &orderstore.Consumer{Pool: pool, Group: "seckill-test-consumer", PaymentWindow: 15 * time.Minute, EventsTopic: topicEvents}},
+			Store: &orderstore.Consumer{Pool: pool, Group: "seckill-test-consumer", PaymentWindow: paymentWindow, EventsTopic: topicEvents, CancelTopic: topicCancel}},
 		&pipeline.Relay{Producer: producer, Batch: 32, Log: log,
 			Store: &outbox.Store{Pool: pool, Owner: "relay-1", Lease: 30 * time.Second, MaxAttempts: 10}},
 		&pipeline.Relay{Producer: producer, Batch: 32, Log: log,
@@ -88,6 +100,14 @@ func start(t *testing.T, pgStock, redisStock int) *harness {
 			Lease: 30 * time.Second, MaxAttempts: 10, TerminalTTL: time.Hour}},
 		&pipeline.SendScanner{Redis: rs, Producer: producer, Topic: topicCreate, Slots: slots, Lease: 5 * time.Second, Batch: 32, Log: log},
 		&pipeline.SendScanner{Redis: rs, Producer: producer, Topic: topicCreate, Slots: slots, Lease: 5 * time.Second, Batch: 32, Log: log},
+	}
+	var closeCancel func() error
+	if channel != nil {
+		cancelMQ, err := mq.NewConsumer(endpoint, "seckill-test-canceller", topicCancel)
+		require.NoError(t, err)
+		closeCancel = cancelMQ.Close
+		workers = append(workers, &pipeline.Canceller{MQ: cancelMQ, Group: "seckill-test-canceller", Invisible: 10 * time.Second, Log: log,
+			Cancel: &ordercancel.Canceller{Pool: pool, Channel: channel, Payments: &payment.Store{Pool: pool, EventsTopic: topicEvents}, EventsTopic: topicEvents}})
 	}
 	var wg sync.WaitGroup
 	for _, w := range workers {
@@ -99,6 +119,9 @@ func start(t *testing.T, pgStock, redisStock int) *harness {
 		wg.Wait()
 		_ = orderMQ.Close()
 		_ = projMQ.Close()
+		if closeCancel != nil {
+			_ = closeCancel()
+		}
 		_ = producer.Close()
 	})
 	return &harness{ctx: ctx, pool: pool, rs: rs, ring: ring, producer: producer, activity: activity}
@@ -288,4 +311,54 @@ func TestBadMessagesAreQuarantinedAndTheConsumerKeepsGoing(t *testing.T) {
 	for reason, body := range bad {
 		require.Equal(t, 1, count(t, h.pool, `SELECT count(*) FROM message_quarantine WHERE payload_hash = sha256($1)`, body), reason)
 	}
+}
+
+// Orders that are not paid are cancelled by their timers through the whole
+// pipeline: the order transaction writes the delayed timer, the relay sends
+// it, the canceller cancels (releasing PostgreSQL stock), the projector
+// releases Redis once. Paid orders stay paid and sold.
+func TestUnpaidOrdersAreCancelledThroughThePipeline(t *testing.T) {
+	sim := &provider.Sim{ProviderName: "sim"}
+	h := startWith(t, 10, 9, 5*time.Second, sim)
+	payments := &payment.Store{Pool: h.pool, EventsTopic: topicEvents}
+	sim.Deliver = func(ctx context.Context, order uuid.UUID, p provider.Paid) error {
+		_, err := payments.Apply(ctx, payment.Callback{Provider: "sim", TransactionID: p.TransactionID, OrderID: order, AmountCents: p.AmountCents, PaidAt: p.At})
+		return err
+	}
+	var rids []uuid.UUID
+	for u := range 5 {
+		r, ok := h.reserve(t, int64(7000+u), true, true)
+		require.True(t, ok)
+		rids = append(rids, r.ReservationID)
+	}
+	orderOf := func(rid uuid.UUID) uuid.UUID {
+		var id uuid.UUID
+		require.Eventually(t, func() bool {
+			return h.pool.QueryRow(h.ctx, `SELECT order_id FROM orders WHERE reservation_id = $1`, rid).Scan(&id) == nil
+		}, 60*time.Second, 100*time.Millisecond)
+		return id
+	}
+	paid := 0
+	for _, rid := range rids[:2] { // two buyers pay (in time, unless the machine is slow)
+		if _, err := sim.Pay(h.ctx, orderOf(rid), 0); err == nil {
+			paid++
+		} else {
+			require.ErrorIs(t, err, provider.ErrClosed, "too late: the timer closed it")
+		}
+	}
+	require.Positive(t, paid, "at least one payment beat its 5 s timer")
+	for _, rid := range rids[2:] {
+		orderOf(rid)
+	}
+	require.Eventually(t, func() bool {
+		return count(t, h.pool, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELLED'`, h.activity) == 5-paid
+	}, 90*time.Second, 200*time.Millisecond, "the unpaid orders are cancelled by their timers")
+	require.Equal(t, paid, count(t, h.pool, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'PAID'`, h.activity))
+	require.Equal(t, 1, count(t, h.pool, `SELECT count(*) FROM sku_inventory WHERE activity_id = $1 AND occupied_stock = 0 AND sold_stock = $2 AND available_stock = $3`,
+		h.activity, paid, 10-paid))
+	require.Eventually(t, func() bool {
+		c := h.counters(t)
+		return c.Committed == int64(paid) && c.OpenReserved == 0 && c.Available == int64(9-paid)
+	}, 60*time.Second, 200*time.Millisecond, "Redis releases each cancelled unit once")
+	require.Zero(t, h.counters(t).Delta())
 }

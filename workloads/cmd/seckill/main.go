@@ -28,6 +28,7 @@ commands:
   projector    order events -> Redis projection
   compensator  rejected reservations -> Redis stock, once
   scanner      send-scanner: resend reservations not known to be sent
+  canceller    timeout cancel: expired unpaid orders -> CANCELLED once, after the channel closes the payment
   dlq-replay   send a group's dead-lettered messages back to its topic (same message ids)
   payments     payment providers' signed callbacks -> PAID once; unknown orders quarantined
   reconcile    stock conservation check of the activity, recorded; exit 1 on critical anomalies
@@ -48,7 +49,7 @@ func main() {
 		err = runMigrate(ctx, os.Args[2:])
 	case "gateway":
 		err = runGateway(ctx, os.Args[2:])
-	case "consumer", "relay", "projector", "compensator", "scanner":
+	case "consumer", "relay", "projector", "compensator", "scanner", "canceller":
 		err = worker(ctx, os.Args[1], os.Args[2:])
 	case "payments":
 		err = runPayments(ctx, os.Args[2:])

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill-operator/workloads/cancel"
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/metrics"
@@ -19,7 +20,9 @@ import (
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/outbox"
+	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/pipeline"
+	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
@@ -35,6 +38,9 @@ func worker(ctx context.Context, name string, args []string) error {
 	owner := fs.String("owner", fmt.Sprintf("%s-%s-%d", name, host, os.Getpid()), "lease owner id")
 	createTopic := fs.String("create-topic", names.TopicOrderCreate, "order-create topic")
 	eventsTopic := fs.String("events-topic", names.TopicOrderEvents, "order events topic")
+	cancelTopic := fs.String("cancel-topic", names.TopicOrderCancel, "timeout-cancel timers topic (DELAY)")
+	providerURL := fs.String("provider-url", os.Getenv("SECKILL_PROVIDER_URL"), "canceller: the payment channel's merchant API ($SECKILL_PROVIDER_URL)")
+	providerName := fs.String("provider-name", envOr("SECKILL_PROVIDER_NAME", "sim"), "canceller: the channel's name in payment_record")
 	group := fs.String("group", "", "consumer group (default per worker)")
 	lease := fs.Duration("lease", 30*time.Second, "lease duration")
 	invisible := fs.Duration("invisible", 30*time.Second, "how long a received message stays invisible before redelivery")
@@ -52,9 +58,13 @@ func worker(ctx context.Context, name string, args []string) error {
 		"projector":   {PG: true, Redis: true, RMQ: true},
 		"compensator": {PG: true, Redis: true},
 		"scanner":     {Redis: true, RMQ: true, Slots: true},
+		"canceller":   {PG: true, RMQ: true},
 	}[name]
 	if err := c.Check(need); err != nil {
 		return usageError{err}
+	}
+	if name == "canceller" && *providerURL == "" {
+		return usageError{fmt.Errorf("-provider-url is required for the canceller")}
 	}
 	if *lease <= 0 || *paymentWindow <= 0 || *invisible < time.Second || *maxAttempts < 1 {
 		return usageError{fmt.Errorf("-lease and -payment-window must be positive, -invisible at least 1s, -max-attempts at least 1")}
@@ -72,13 +82,15 @@ func worker(ctx context.Context, name string, args []string) error {
 	var err error
 	switch name {
 	case "consumer":
-		w, err = buildConsumer(ctx, &c, &closers, ob, *group, *createTopic, *eventsTopic, *paymentWindow, *invisible, *maxAttempts, log)
+		w, err = buildConsumer(ctx, &c, &closers, ob, *group, *createTopic, *eventsTopic, *cancelTopic, *paymentWindow, *invisible, *maxAttempts, log)
 	case "relay":
-		w, err = buildRelay(ctx, &c, &closers, ob, *owner, *lease, *eventsTopic, log)
+		w, err = buildRelay(ctx, &c, &closers, ob, *owner, *lease, *eventsTopic, *cancelTopic, log)
 	case "projector":
 		w, err = buildProjector(ctx, &c, &closers, ob, *group, *eventsTopic, *invisible, log)
 	case "compensator":
 		w, err = buildCompensator(ctx, &c, &closers, ob, *owner, *lease, *once, log)
+	case "canceller":
+		w, err = buildCanceller(ctx, &c, &closers, ob, *group, *cancelTopic, *eventsTopic, *invisible, &provider.Client{ProviderName: *providerName, BaseURL: *providerURL}, log)
 	case "scanner":
 		w, err = buildScanner(ctx, &c, &closers, ob, *createTopic, log)
 	}
@@ -139,7 +151,7 @@ func orDefault(v, def string) string {
 	return v
 }
 
-func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, group, createTopic, eventsTopic string, pw, invisible time.Duration, maxAttempts int, log *slog.Logger) (runner, error) {
+func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, group, createTopic, eventsTopic, cancelTopic string, pw, invisible time.Duration, maxAttempts int, log *slog.Logger) (runner, error) {
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
@@ -154,16 +166,16 @@ func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() erro
 	return &pipeline.OrderConsumer{MQ: cons, Invisible: invisible, Log: log, MaxAttempts: maxAttempts,
 		Metrics: metrics.NewConsumer(ob.reg, group), Health: ob.health,
 		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ActivityID: c.ActivityID,
-		Store: &orderstore.Consumer{Pool: pool, Group: group, PaymentWindow: pw, EventsTopic: eventsTopic,
+		Store: &orderstore.Consumer{Pool: pool, Group: group, PaymentWindow: pw, EventsTopic: eventsTopic, CancelTopic: cancelTopic,
 			Failpoint: failpoint}}, nil
 }
 
-func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, owner string, lease time.Duration, eventsTopic string, log *slog.Logger) (runner, error) {
+func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, owner string, lease time.Duration, eventsTopic, cancelTopic string, log *slog.Logger) (runner, error) {
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
 	}
-	prod, err := mq.NewProducer(c.RMQEndpoint, eventsTopic)
+	prod, err := mq.NewProducer(c.RMQEndpoint, eventsTopic, cancelTopic)
 	if err != nil {
 		return nil, err
 	}
@@ -227,4 +239,20 @@ func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error
 		func(ctx context.Context) (int64, time.Duration, error) { return rs.SendBacklog(ctx, slots, time.Now()) }))
 	return &pipeline.SendScanner{Redis: rs, Producer: prod, Topic: createTopic, Slots: slots,
 		Lease: 10 * time.Second, Batch: 64, Log: log, Metrics: metrics.NewScanner(ob.reg), Health: ob.health}, nil
+}
+
+func buildCanceller(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, group, cancelTopic, eventsTopic string,
+	invisible time.Duration, ch provider.Channel, log *slog.Logger) (runner, error) {
+	pool, err := openPG(ctx, c, closers)
+	if err != nil {
+		return nil, err
+	}
+	group = orDefault(group, names.GroupCanceller)
+	cons, err := mq.NewConsumer(c.RMQEndpoint, group, cancelTopic)
+	if err != nil {
+		return nil, err
+	}
+	*closers = append(*closers, cons.Close)
+	return &pipeline.Canceller{MQ: cons, Group: group, Invisible: invisible, Log: log, Health: ob.health,
+		Cancel: &cancel.Canceller{Pool: pool, Channel: ch, Payments: &payment.Store{Pool: pool, EventsTopic: eventsTopic}, EventsTopic: eventsTopic}}, nil
 }

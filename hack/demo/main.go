@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -22,21 +23,29 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill-operator/workloads/gateway"
+	"github.com/seckill/seckill-operator/workloads/payment"
+	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/stackenv"
 )
 
-const addr = "127.0.0.1:28090"
+const (
+	addr         = "127.0.0.1:28090"
+	channelAddr  = "127.0.0.1:28091" // the simulated payment channel
+	paymentsAddr = "127.0.0.1:28092" // the payments workload (callbacks)
+)
 
 func main() {
 	buyers := flag.Int("buyers", 2000, "concurrent buyers")
 	stock := flag.Int64("stock", 100, "PostgreSQL stock per SKU")
 	buckets := flag.Int("buckets", 4, "Redis stock buckets per SKU")
+	flag.DurationVar(&paymentWindow, "payment-window", 4*time.Second, "how long an order waits for payment")
 	flag.Parse()
 	if *buyers <= 0 || *stock <= 0 || *buckets <= 0 || *buckets > 64 {
 		fmt.Fprintln(os.Stderr, "demo: -buyers and -stock must be positive, 1 <= -buckets <= 64")
@@ -47,6 +56,8 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+var paymentWindow time.Duration
 
 func env(key string) string {
 	v, err := stackenv.Lookup(key)
@@ -137,9 +148,37 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		return err
 	}
 	defer logf.Close()
-	for i, w := range []string{"gateway", "consumer", "consumer", "relay", "projector", "compensator", "scanner"} {
+	// The simulated payment channel: its successes are posted, signed, to
+	// the payments workload, one of them twice (callbacks duplicate).
+	payKey := randomHex(32)
+	keyBytes, _ := hex.DecodeString(payKey)
+	sim := &provider.Sim{ProviderName: "sim", Duplicates: 1}
+	sim.Deliver = func(ctx context.Context, order uuid.UUID, p provider.Paid) error {
+		body, _ := json.Marshal(map[string]any{"transaction_id": p.TransactionID, "order_id": order.String(),
+			"amount_cents": p.AmountCents, "status": "SUCCESS", "paid_at_ms": p.At.UnixMilli()})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+paymentsAddr+"/v1/payments/sim/callbacks", bytes.NewReader(body))
+		req.Header.Set(payment.SignatureHeader, payment.Sign(keyBytes, body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	channel := &http.Server{Addr: channelAddr, Handler: provider.Handler(sim), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = channel.ListenAndServe() }()
+	defer channel.Close()
+
+	for i, w := range []string{"gateway", "consumer", "consumer", "relay", "projector", "compensator", "scanner", "canceller", "payments"} {
 		args := []string{w}
-		if w != "gateway" { // the gateway serves /metrics on its API port
+		switch w {
+		case "consumer":
+			args = append(args, "-payment-window", paymentWindow.String())
+		case "canceller":
+			args = append(args, "-provider-url", "http://"+channelAddr)
+		case "payments":
+			args = append(args, "-addr", paymentsAddr, "-payment-keys", "sim:"+payKey, "-relookup", "2s")
+		}
+		if w != "gateway" && w != "payments" { // these serve /metrics on their API port
 			args = append(args, "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", demoMetricsPort+i))
 		}
 		p := cmd(bin, common, args...)
@@ -149,7 +188,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		}
 		procs = append(procs, p)
 	}
-	fmt.Printf("workloads running: gateway, 2 × consumer, relay, projector, compensator, scanner (log: %s)\n", logf.Name())
+	fmt.Printf("workloads running: gateway, 2 × consumer, relay, projector, compensator, scanner, canceller, payments (log: %s)\n", logf.Name())
 	if err := waitHTTP("http://" + addr + "/readyz"); err != nil {
 		return err
 	}
@@ -259,6 +298,72 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	fmt.Printf("reservation → order     p50 %.1f ms  p99 %.1f ms\n", p50, p99)
 	fmt.Printf("all settled after       %s\n", converged.Round(time.Millisecond))
 
+	// Payments: three buyers in five pay, at some point within 1.5 payment
+	// windows — the late ones find the payment closed by the timeout cancel.
+	rows, err := pool.Query(ctx, `SELECT order_id, user_id FROM orders WHERE activity_id = $1`, activity)
+	if err != nil {
+		return err
+	}
+	type ord struct {
+		id   uuid.UUID
+		user int64
+	}
+	var orders []ord
+	for rows.Next() {
+		var o ord
+		if err := rows.Scan(&o.id, &o.user); err != nil {
+			return err
+		}
+		orders = append(orders, o)
+	}
+	rows.Close()
+	var refused, payErrors int
+	var pwg sync.WaitGroup
+	for _, o := range orders {
+		if o.user%5 >= 3 {
+			continue // never pays: the timer cancels the order
+		}
+		pwg.Add(1)
+		go func(o ord) {
+			defer pwg.Done()
+			time.Sleep(time.Duration(o.user%7) * paymentWindow * 3 / 14) // 0 … 1.3 windows
+			_, err := sim.Pay(ctx, o.id, 0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, provider.ErrClosed):
+				refused++
+			case err != nil:
+				payErrors++
+			}
+		}(o)
+	}
+	pwg.Wait()
+	payDeadline := time.Now().Add(paymentWindow + 90*time.Second)
+	var unsettled int
+	for time.Now().Before(payDeadline) {
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status IN ('CREATED', 'PAYING', 'CANCEL_PENDING')`, activity).Scan(&unsettled)
+		var projected bool
+		_ = pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM event_outbox WHERE status <> 'SENT')`).Scan(&projected)
+		if unsettled == 0 && projected {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the projector applies the last events
+	var paid, cancelled, refunding, paidCancelled int
+	_ = pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'PAID'),
+		(SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELLED'),
+		(SELECT count(*) FROM payment_record p JOIN orders o USING (order_id) WHERE o.activity_id = $1 AND p.status = 'REFUNDING'),
+		(SELECT count(*) FROM payment_record p JOIN orders o USING (order_id) WHERE o.activity_id = $1 AND o.status = 'CANCELLED' AND p.status = 'SUCCESS')`,
+		activity).Scan(&paid, &cancelled, &refunding, &paidCancelled)
+	fmt.Printf("\nhow the orders ended\n  PAID                   %d\n  CANCELLED              %d (%d of them tried to pay after the timeout and were refused by the channel)\n  paid after cancel      %d (refund flow)\n  still open             %d\n",
+		paid, cancelled, refused, refunding, unsettled)
+	if payErrors > 0 {
+		fmt.Printf("  payment calls that failed otherwise: %d\n", payErrors)
+	}
+
 	// Invariants.
 	var total redisstore.Counters
 	for _, sku := range skus {
@@ -270,8 +375,9 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 			total = total.Add(c)
 		}
 	}
-	var pgDelta, pgCommitted, dupUsers, dupRes, terminal int64
-	_ = pool.QueryRow(ctx, `SELECT coalesce(sum(initial_stock - available_stock - occupied_stock - sold_stock), 0), coalesce(sum(occupied_stock + sold_stock), 0) FROM sku_inventory WHERE activity_id = $1`, activity).Scan(&pgDelta, &pgCommitted)
+	var pgDelta, pgCommitted, pgSold, pgOccupied, dupUsers, dupRes, terminal int64
+	_ = pool.QueryRow(ctx, `SELECT coalesce(sum(initial_stock - available_stock - occupied_stock - sold_stock), 0), coalesce(sum(occupied_stock + sold_stock), 0),
+		coalesce(sum(sold_stock), 0), coalesce(sum(occupied_stock), 0) FROM sku_inventory WHERE activity_id = $1`, activity).Scan(&pgDelta, &pgCommitted, &pgSold, &pgOccupied)
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY sku_id, user_id HAVING count(*) > 1) d`, activity).Scan(&dupUsers)
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY reservation_id HAVING count(*) > 1) d`, activity).Scan(&dupRes)
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status IN ('ORDER_CREATED', 'COMPENSATED', 'CANCELLED', 'MANUAL_REVIEW')`, activity).Scan(&terminal)
@@ -287,6 +393,9 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		{"Redis: initial = available + open_reserved + committed", total.Delta() == 0, fmt.Sprintf("%d = %d + %d + %d", total.Initial, total.Available, total.OpenReserved, total.Committed)},
 		{"Redis committed = PostgreSQL occupied + sold", total.Committed == pgCommitted, fmt.Sprintf("%d = %d", total.Committed, pgCommitted)},
 		{"every QUEUED reservation reached a terminal state", terminal == int64(len(accepted)) && open == 0, fmt.Sprintf("%d of %d", terminal, len(accepted))},
+		{"every order ended PAID or CANCELLED", unsettled == 0 && paid+cancelled == sold, fmt.Sprintf("%d + %d = %d", paid, cancelled, sold)},
+		{"no cancelled order keeps a successful payment", paidCancelled == 0, fmt.Sprintf("%d", paidCancelled)},
+		{"PostgreSQL sold = paid orders, nothing left occupied", pgSold == int64(paid) && pgOccupied == 0, fmt.Sprintf("sold %d, occupied %d", pgSold, pgOccupied)},
 	}
 	failed := false
 	fmt.Println("\ninvariants")

@@ -28,9 +28,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill-operator/workloads/gateway"
+	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/provider"
-	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/stackenv"
 )

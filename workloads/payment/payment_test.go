@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/payment"
+	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
 
@@ -196,4 +197,32 @@ func TestCallbackEndpoint(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'PAID'`, later))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM message_quarantine WHERE broker_message_id = 'tx-later' AND status = 'REPLAYED'`))
+}
+
+// A paid-after-cancel payment is refunded at the channel once and recorded
+// as REFUNDED; asking again changes nothing.
+func TestRefundOfPaidAfterCancel(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Database(t)
+	order, _ := newOrder(t, pool)
+	_, err := pool.Exec(ctx, `UPDATE orders SET status = 'CANCELLED', cancelled_at = now() WHERE order_id = $1`, order)
+	require.NoError(t, err)
+	s := &payment.Store{Pool: pool}
+	sim := &provider.Sim{ProviderName: "sim"}
+	p, err := sim.Pay(ctx, order, 0)
+	require.NoError(t, err)
+	r, err := s.Apply(ctx, payment.Callback{Provider: "sim", TransactionID: p.TransactionID, OrderID: order, PaidAt: p.At})
+	require.NoError(t, err)
+	require.Equal(t, payment.ResultPaidAfterCancel, r)
+	for i, want := range []int{1, 0} {
+		n, err := s.Refund(ctx, sim, 10)
+		require.NoError(t, err)
+		require.Equal(t, want, n, "round %d", i)
+	}
+	require.True(t, sim.Refunded(p.TransactionID))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payment_record WHERE order_id = $1 AND status = 'REFUNDED'`, order))
+	// A replayed callback now answers the refund state.
+	r, err = s.Apply(ctx, payment.Callback{Provider: "sim", TransactionID: p.TransactionID, OrderID: order, PaidAt: p.At})
+	require.NoError(t, err)
+	require.Equal(t, payment.ResultPaidAfterCancel, r)
 }

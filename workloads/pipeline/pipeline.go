@@ -474,14 +474,28 @@ type Canceller struct {
 	Invisible time.Duration
 	Log       *slog.Logger
 	Health    *metrics.Health
+	// RefundEvery is the period of the refund sweep (0: none).
+	RefundEvery time.Duration
 }
 
 type cancelTimer struct {
 	OrderID uuid.UUID `json:"order_id"`
 }
 
-// Run cancels until ctx ends.
+// Run cancels until ctx ends; every RefundEvery it also refunds the
+// payments reported after a cancellation.
 func (c *Canceller) Run(ctx context.Context) error {
+	if c.RefundEvery > 0 && c.Cancel.Payments != nil {
+		go func() {
+			for idle(ctx, c.RefundEvery) {
+				if n, err := c.Cancel.Payments.Refund(ctx, c.Cancel.Channel, 100); err != nil {
+					c.Log.Warn("refunds not run", "error", err)
+				} else if n > 0 {
+					c.Log.Info("refunded payments of cancelled orders", "count", n)
+				}
+			}
+		}()
+	}
 	c.Health.Ready()
 	for ctx.Err() == nil {
 		c.Health.Beat()

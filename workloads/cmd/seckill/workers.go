@@ -253,6 +253,6 @@ func buildCanceller(ctx context.Context, c *config.Common, closers *[]func() err
 		return nil, err
 	}
 	*closers = append(*closers, cons.Close)
-	return &pipeline.Canceller{MQ: cons, Group: group, Invisible: invisible, Log: log, Health: ob.health,
+	return &pipeline.Canceller{MQ: cons, Group: group, Invisible: invisible, Log: log, Health: ob.health, RefundEvery: 10 * time.Second,
 		Cancel: &cancel.Canceller{Pool: pool, Channel: ch, Payments: &payment.Store{Pool: pool, EventsTopic: eventsTopic}, EventsTopic: eventsTopic}}, nil
 }

@@ -173,6 +173,7 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 	s := newSale(t, "create-provision", func(a *seckillv1alpha1.SeckillActivity) {
 		a.Spec.Connections.PaymentKeysSecret = &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "create-provision-conn"}, Key: "payment-keys"}
+		a.Spec.PaymentChannel = &seckillv1alpha1.PaymentChannelSpec{URL: "http://payment-channel.example:8080"}
 	})
 	a := s.eventually("provisioned and active", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue && a.Status.Phase == seckillv1alpha1.PhaseActive
@@ -193,7 +194,7 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 	require.NotEmpty(t, s.events("StockProvisioned"))
 	require.NotEmpty(t, s.events(string(seckillv1alpha1.PhaseActive)))
 
-	for _, c := range []string{ComponentGateway, ComponentConsumer, ComponentProjector, ComponentScanner, ComponentRelay, ComponentCompensator, ComponentPayments} {
+	for _, c := range []string{ComponentGateway, ComponentConsumer, ComponentProjector, ComponentScanner, ComponentRelay, ComponentCompensator, ComponentPayments, ComponentCanceller} {
 		var d appsv1.Deployment
 		require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, c)}, &d), c)
 		require.Equal(t, a.UID, d.OwnerReferences[0].UID, c)
@@ -211,6 +212,10 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		require.NotNil(t, ctr.ReadinessProbe, c)
 		if c == ComponentPayments {
 			require.Equal(t, "payment-keys", env["SECKILL_PAYMENT_KEYS"].ValueFrom.SecretKeyRef.Key)
+		}
+		if c == ComponentCanceller {
+			require.Equal(t, "http://payment-channel.example:8080", env["SECKILL_PROVIDER_URL"].Value)
+			require.Equal(t, "sim", env["SECKILL_PROVIDER_NAME"].Value, "defaulted by the API server")
 		}
 		if c == ComponentGateway {
 			require.Equal(t, "token-key", env["SECKILL_TOKEN_KEY"].ValueFrom.SecretKeyRef.Key)
@@ -345,7 +350,9 @@ func TestScalingFromHeartbeatsAndBacklog(t *testing.T) {
 	beat(10, 20) // 100 orders/s per consumer, healthy
 	s.reserve(250, time.Now())
 	// 250 open, 1 s drain, 100/s each: 3 consumers (from 1: at most 2×1+1).
-	a := s.eventually("scaled up", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.DesiredConsumers == 3 })
+	a := s.eventually("scaled up", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return a.Status.DesiredConsumers == 3 && a.Status.OpenReservations == 250
+	})
 	require.Contains(t, a.Status.ScalingReason, "needs 3")
 	require.Equal(t, int64(250), a.Status.OpenReservations)
 	var d appsv1.Deployment

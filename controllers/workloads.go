@@ -36,6 +36,7 @@ const (
 	ComponentReconcile    = "reconcile"
 	ComponentCompensation = "compensation-sweep"
 	ComponentPayments     = "payments"
+	ComponentCanceller    = "canceller"
 )
 
 // worker is one Deployment of the activity.
@@ -63,6 +64,9 @@ func workers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
 		{ComponentRelay, []string{"relay"}, 2, names.MetricsPort, 1},
 		{ComponentCompensator, []string{"compensator"}, 1, names.MetricsPort, 0},
 	}
+	if s.PaymentChannel != nil {
+		ws = append(ws, worker{ComponentCanceller, []string{"canceller", "-payment-window=" + dur(s.PaymentWindow, defaultPaymentWindow).String()}, 1, names.MetricsPort, 0})
+	}
 	if s.Connections.PaymentKeysSecret != nil {
 		ws = append(ws, worker{ComponentPayments, []string{"payments"}, 2, names.GatewayPort, 1})
 	}
@@ -89,7 +93,7 @@ func specHash(act *seckillv1alpha1.SeckillActivity) string {
 	s := act.Spec
 	// The SKUs enter as the pods see them (ids and buckets): a stock
 	// increase is provisioned in the stores and needs no new pods.
-	b, _ := json.Marshal([]any{s.ActivityID, skusEnv(act), s.BusinessDeadline, s.PaymentWindow, s.Connections, s.Workloads})
+	b, _ := json.Marshal([]any{s.ActivityID, skusEnv(act), s.BusinessDeadline, s.PaymentWindow, s.Connections, s.Workloads, s.PaymentChannel})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }
@@ -127,6 +131,10 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	case component == ComponentGateway:
 		env = append(env, secretEnv(names.EnvTokenKey, c.TokenKeySecret),
 			corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)})
+	case component == ComponentCanceller && act.Spec.PaymentChannel != nil:
+		env = append(env, corev1.EnvVar{Name: "SECKILL_PROVIDER_URL", Value: act.Spec.PaymentChannel.URL},
+			corev1.EnvVar{Name: "SECKILL_PROVIDER_NAME", Value: act.Spec.PaymentChannel.Name},
+			corev1.EnvVar{Name: names.EnvMetricsAddr, Value: fmt.Sprintf(":%d", port)})
 	case component == ComponentPayments && c.PaymentKeysSecret != nil:
 		env = append(env, secretEnv(names.EnvPaymentKeys, *c.PaymentKeysSecret),
 			corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)})

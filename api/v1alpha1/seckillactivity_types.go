@@ -66,6 +66,19 @@ type Connections struct {
 	PaymentKeysSecret *corev1.SecretKeySelector `json:"paymentKeysSecret,omitempty"`
 }
 
+// PaymentChannelSpec is the payment provider's merchant API the timeout
+// canceller asks before it cancels (close the payment, or learn of a success).
+type PaymentChannelSpec struct {
+	// URL of the channel's merchant API.
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+	// Name of the provider, as its callbacks and payment records name it.
+	// +kubebuilder:default=sim
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]{0,31}$`
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
 // WorkloadsSpec sets the image and resources of the workloads.
 type WorkloadsSpec struct {
 	// Image runs every workload (one binary, one subcommand each).
@@ -159,6 +172,9 @@ type SeckillActivitySpec struct {
 	// Scaling of the order consumers.
 	// +optional
 	Scaling ScalingSpec `json:"scaling,omitempty"`
+	// PaymentChannel, when set, runs the timeout canceller against it.
+	// +optional
+	PaymentChannel *PaymentChannelSpec `json:"paymentChannel,omitempty"`
 	// Compensation is the schedule of the compensation sweep.
 	// +optional
 	Compensation ScheduleSpec `json:"compensation,omitempty"`

@@ -102,10 +102,29 @@ func (c *Common) Check(n Need) error {
 
 // Slots parses -skus into the activity's Redis slots.
 func (c *Common) Slots() ([]redisstore.Slot, error) {
+	skus, err := c.SKUBuckets()
+	if err != nil {
+		return nil, err
+	}
+	var out []redisstore.Slot
+	for _, s := range skus {
+		out = append(out, redisstore.Slots(c.ActivityID, s.ID, s.Buckets)...)
+	}
+	return out, nil
+}
+
+// SKUBuckets is one -skus entry: a SKU and its number of Redis buckets.
+type SKUBuckets struct {
+	ID      int64
+	Buckets int
+}
+
+// SKUBuckets parses -skus (sku:buckets,...).
+func (c *Common) SKUBuckets() ([]SKUBuckets, error) {
 	if c.SKUs == "" {
 		return nil, errors.New("-skus is required (sku:buckets,...)")
 	}
-	var out []redisstore.Slot
+	var out []SKUBuckets
 	for _, part := range strings.Split(c.SKUs, ",") {
 		skuStr, bStr, ok := strings.Cut(strings.TrimSpace(part), ":")
 		sku, err1 := strconv.ParseInt(skuStr, 10, 64)
@@ -113,7 +132,7 @@ func (c *Common) Slots() ([]redisstore.Slot, error) {
 		if !ok || err1 != nil || err2 != nil || sku <= 0 || b < 1 || b > 64 {
 			return nil, fmt.Errorf("-skus entry %q: want sku:buckets with sku > 0 and 1 <= buckets <= 64", part)
 		}
-		out = append(out, redisstore.Slots(c.ActivityID, sku, b)...)
+		out = append(out, SKUBuckets{ID: sku, Buckets: b})
 	}
 	return out, nil
 }

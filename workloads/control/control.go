@@ -170,6 +170,20 @@ type SKUCounts struct {
 	RedisInitial, RedisAvailable, RedisOpen int64
 }
 
+// Inventory reads a SKU's PostgreSQL stock columns (Provisioned false: no row).
+func (s *Store) Inventory(ctx context.Context, activity, sku int64) (SKUCounts, error) {
+	c := SKUCounts{ID: sku}
+	err := s.Pool.QueryRow(ctx, qInventory, activity, sku).Scan(&c.Initial, &c.Available, &c.Occupied, &c.Sold)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return c, nil
+	case err != nil:
+		return c, fmt.Errorf("reading the inventory of SKU %d: %w", sku, err)
+	}
+	c.Provisioned = true
+	return c, nil
+}
+
 // Backlog is the order-create backlog: reservations PostgreSQL has not
 // decided yet, and the age of the oldest.
 type Backlog struct {
@@ -182,14 +196,9 @@ func (s *Store) Counts(ctx context.Context, activity int64, skus []SKU, now time
 	var out []SKUCounts
 	var b Backlog
 	for _, sku := range skus {
-		c := SKUCounts{ID: sku.ID}
-		err := s.Pool.QueryRow(ctx, qInventory, activity, sku.ID).Scan(&c.Initial, &c.Available, &c.Occupied, &c.Sold)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
-			return nil, b, fmt.Errorf("reading the inventory of SKU %d: %w", sku.ID, err)
-		default:
-			c.Provisioned = true
+		c, err := s.Inventory(ctx, activity, sku.ID)
+		if err != nil {
+			return nil, b, err
 		}
 		slots := sku.Slots(activity)
 		for _, sl := range slots {

@@ -40,6 +40,25 @@ func idle(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// receiveLoop is the consumers' loop: receive a batch, handle each delivery
+// (handle acknowledges, retries or quarantines it), until ctx ends.
+func receiveLoop(ctx context.Context, c *mq.Consumer, invisible time.Duration, health *metrics.Health, log *slog.Logger,
+	handle func(context.Context, mq.Delivery)) {
+	health.Ready()
+	for ctx.Err() == nil {
+		health.Beat()
+		ds, err := c.Receive(ctx, 16, invisible)
+		if err != nil {
+			log.Warn("receive failed", "error", err)
+			idle(ctx, time.Second)
+			continue
+		}
+		for _, d := range ds {
+			handle(ctx, d)
+		}
+	}
+}
+
 // OrderConsumer feeds order-create messages to the order transaction.
 type OrderConsumer struct {
 	MQ        *mq.Consumer
@@ -71,19 +90,7 @@ func (c *OrderConsumer) Run(ctx context.Context) error {
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewConsumer(prometheus.NewRegistry(), c.Store.Group)
 	}
-	c.Health.Ready()
-	for ctx.Err() == nil {
-		c.Health.Beat()
-		ds, err := c.MQ.Receive(ctx, 16, c.Invisible)
-		if err != nil {
-			c.Log.Warn("receive failed", "error", err)
-			idle(ctx, time.Second)
-			continue
-		}
-		for _, d := range ds {
-			c.handle(ctx, d)
-		}
-	}
+	receiveLoop(ctx, c.MQ, c.Invisible, c.Health, c.Log, c.handle)
 	return nil
 }
 
@@ -269,19 +276,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	if p.Metrics == nil {
 		p.Metrics = metrics.NewProjector(prometheus.NewRegistry())
 	}
-	p.Health.Ready()
-	for ctx.Err() == nil {
-		p.Health.Beat()
-		ds, err := p.MQ.Receive(ctx, 16, p.Invisible)
-		if err != nil {
-			p.Log.Warn("receive failed", "error", err)
-			idle(ctx, time.Second)
-			continue
-		}
-		for _, d := range ds {
-			p.handle(ctx, d)
-		}
-	}
+	receiveLoop(ctx, p.MQ, p.Invisible, p.Health, p.Log, p.handle)
 	return nil
 }
 
@@ -496,19 +491,7 @@ func (c *Canceller) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	c.Health.Ready()
-	for ctx.Err() == nil {
-		c.Health.Beat()
-		ds, err := c.MQ.Receive(ctx, 16, c.Invisible)
-		if err != nil {
-			c.Log.Warn("receive failed", "error", err)
-			idle(ctx, time.Second)
-			continue
-		}
-		for _, d := range ds {
-			c.handle(ctx, d)
-		}
-	}
+	receiveLoop(ctx, c.MQ, c.Invisible, c.Health, c.Log, c.handle)
 	return nil
 }
 

@@ -118,12 +118,11 @@ func (j *Job) Run(ctx context.Context, activity int64, skus []control.SKU, water
 }
 
 func (j *Job) check(ctx context.Context, store *control.Store, activity int64, skus []control.SKU, rep *Report) error {
-	counts, _, err := store.Counts(ctx, activity, skus, rep.Watermark)
-	if err != nil {
-		return err
-	}
-	for i, sku := range skus {
-		c := counts[i]
+	for _, sku := range skus {
+		c, err := store.Inventory(ctx, activity, sku.ID)
+		if err != nil {
+			return err
+		}
 		if !c.Provisioned {
 			rep.Anomalies = append(rep.Anomalies, Anomaly{Type: NotProvisioned, Severity: Critical, SKU: sku.ID,
 				Evidence: map[string]any{"postgres": "no sku_inventory row"}})

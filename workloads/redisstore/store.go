@@ -304,47 +304,33 @@ func (s *Store) Reservation(ctx context.Context, sl Slot, id uuid.UUID) (map[str
 // far the most overdue one is past its due time (seed §12.2
 // reservation_send_pending / reservation_send_oldest_age_seconds).
 func (s *Store) SendBacklog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
-	var n int64
-	var oldest time.Duration
-	for _, sl := range slots {
-		c, err := s.c.ZCard(ctx, sl.SendDue()).Result()
-		if err != nil {
-			return 0, 0, fmt.Errorf("counting %s: %w", sl.SendDue(), err)
-		}
-		n += c
-		if c == 0 {
-			continue
-		}
-		first, err := s.c.ZRangeWithScores(ctx, sl.SendDue(), 0, 0).Result()
-		if err != nil {
-			return 0, 0, fmt.Errorf("reading %s: %w", sl.SendDue(), err)
-		}
-		if len(first) == 1 {
-			if age := now.Sub(time.UnixMilli(int64(first[0].Score))); age > oldest {
-				oldest = age
-			}
-		}
-	}
-	return n, oldest, nil
+	return s.zsetBacklog(ctx, slots, Slot.SendDue, now)
 }
 
 // Backlog counts the reservations PostgreSQL has not decided yet over slots
 // and the age of the oldest (the order-create backlog, seed §11.3).
 func (s *Store) Backlog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
+	return s.zsetBacklog(ctx, slots, Slot.Open, now)
+}
+
+// zsetBacklog sums a per-slot ZSET scored by Unix ms and returns the age of
+// its lowest score.
+func (s *Store) zsetBacklog(ctx context.Context, slots []Slot, key func(Slot) string, now time.Time) (int64, time.Duration, error) {
 	var n int64
 	var oldest time.Duration
 	for _, sl := range slots {
-		c, err := s.c.ZCard(ctx, sl.Open()).Result()
+		k := key(sl)
+		c, err := s.c.ZCard(ctx, k).Result()
 		if err != nil {
-			return 0, 0, fmt.Errorf("counting %s: %w", sl.Open(), err)
+			return 0, 0, fmt.Errorf("counting %s: %w", k, err)
 		}
 		n += c
 		if c == 0 {
 			continue
 		}
-		first, err := s.c.ZRangeWithScores(ctx, sl.Open(), 0, 0).Result()
+		first, err := s.c.ZRangeWithScores(ctx, k, 0, 0).Result()
 		if err != nil {
-			return 0, 0, fmt.Errorf("reading %s: %w", sl.Open(), err)
+			return 0, 0, fmt.Errorf("reading %s: %w", k, err)
 		}
 		if len(first) == 1 {
 			if age := now.Sub(time.UnixMilli(int64(first[0].Score))); age > oldest {

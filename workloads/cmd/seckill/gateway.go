@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/gateway"
-	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -45,21 +43,15 @@ func runGateway(ctx context.Context, args []string) error {
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}
+	list, _ := c.SKUBuckets() // checked above (Need.Slots)
 	skus := map[int64]int{}
-	for _, part := range strings.Split(c.SKUs, ",") {
-		s, b, _ := strings.Cut(strings.TrimSpace(part), ":")
-		id, _ := strconv.ParseInt(s, 10, 64)
-		n, _ := strconv.Atoi(b)
-		skus[id] = n
+	for _, sku := range list {
+		skus[sku.ID] = sku.Buckets
 	}
 	ring, _ := c.Keyring()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "gateway")
 	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			_ = closers[i]()
-		}
-	}()
+	defer closeAll(&closers)
 	pool, err := openPG(ctx, &c, &closers)
 	if err != nil {
 		return err
@@ -68,11 +60,10 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	prod, err := mq.NewProducer(c.RMQEndpoint, *topic)
+	prod, err := openProducer(&c, &closers, *topic)
 	if err != nil {
 		return err
 	}
-	closers = append(closers, prod.Close)
 	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, TokenKey: []byte(*tokenKey),
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
 		SendAttempts: 2, SendTimeout: time.Second, RatePerSecond: *rate, Failpoint: failpoint}, redisstore.New(rdb), pool, prod, ring, log)

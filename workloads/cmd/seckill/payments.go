@@ -61,11 +61,7 @@ func runPayments(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "payments")
 	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			_ = closers[i]()
-		}
-	}()
+	defer closeAll(&closers)
 	pool, err := openPG(ctx, &c, &closers)
 	if err != nil {
 		return err

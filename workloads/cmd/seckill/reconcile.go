@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/seckill/seckill-operator/workloads/config"
@@ -36,19 +34,13 @@ func runReconcile(ctx context.Context, args []string) error {
 	if *lag < 0 {
 		return usageError{errors.New("-watermark-lag must not be negative")}
 	}
-	var skus []control.SKU
-	for _, part := range strings.Split(c.SKUs, ",") {
-		s, b, _ := strings.Cut(strings.TrimSpace(part), ":")
-		id, _ := strconv.ParseInt(s, 10, 64)
-		n, _ := strconv.Atoi(b)
-		skus = append(skus, control.SKU{ID: id, Buckets: n})
+	list, _ := c.SKUBuckets() // checked above (Need.Slots)
+	skus := make([]control.SKU, 0, len(list))
+	for _, sku := range list {
+		skus = append(skus, control.SKU{ID: sku.ID, Buckets: sku.Buckets})
 	}
 	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			_ = closers[i]()
-		}
-	}()
+	defer closeAll(&closers)
 	pool, err := openPG(ctx, &c, &closers)
 	if err != nil {
 		return err

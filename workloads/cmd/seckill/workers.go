@@ -72,11 +72,7 @@ func worker(ctx context.Context, name string, args []string) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", name, "owner", *owner)
 
 	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			_ = closers[i]()
-		}
-	}()
+	defer closeAll(&closers)
 	ob := &observe{reg: metrics.Registry(), health: &metrics.Health{Stale: 2 * time.Minute}}
 	var w runner
 	var err error
@@ -123,6 +119,34 @@ type observe struct {
 	health *metrics.Health
 }
 
+// closeAll closes what a command opened, last opened first. Deferred with
+// the slice variable, so it sees the closers appended later: pass a pointer.
+func closeAll(closers *[]func() error) {
+	for i := len(*closers) - 1; i >= 0; i-- {
+		_ = (*closers)[i]()
+	}
+}
+
+// openConsumer starts a consumer of group on topics and registers it for closing.
+func openConsumer(c *config.Common, closers *[]func() error, group string, topics ...string) (*mq.Consumer, error) {
+	cons, err := mq.NewConsumer(c.RMQEndpoint, group, topics...)
+	if err != nil {
+		return nil, err
+	}
+	*closers = append(*closers, cons.Close)
+	return cons, nil
+}
+
+// openProducer starts a producer for topics and registers it for closing.
+func openProducer(c *config.Common, closers *[]func() error, topics ...string) (*mq.Producer, error) {
+	prod, err := mq.NewProducer(c.RMQEndpoint, topics...)
+	if err != nil {
+		return nil, err
+	}
+	*closers = append(*closers, prod.Close)
+	return prod, nil
+}
+
 // openPG connects to PostgreSQL and registers the pool for closing.
 func openPG(ctx context.Context, c *config.Common, closers *[]func() error) (*pgxpool.Pool, error) {
 	pool, err := c.Postgres(ctx)
@@ -157,11 +181,10 @@ func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() erro
 		return nil, err
 	}
 	group = orDefault(group, names.GroupOrderConsumer)
-	cons, err := mq.NewConsumer(c.RMQEndpoint, group, createTopic)
+	cons, err := openConsumer(c, closers, group, createTopic)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, cons.Close)
 	host, _ := os.Hostname()
 	return &pipeline.OrderConsumer{MQ: cons, Invisible: invisible, Log: log, MaxAttempts: maxAttempts,
 		Metrics: metrics.NewConsumer(ob.reg, group), Health: ob.health,
@@ -175,11 +198,10 @@ func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, 
 	if err != nil {
 		return nil, err
 	}
-	prod, err := mq.NewProducer(c.RMQEndpoint, eventsTopic, cancelTopic)
+	prod, err := openProducer(c, closers, eventsTopic, cancelTopic)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, prod.Close)
 	store := &outbox.Store{Pool: pool, Owner: owner, Lease: lease, MaxAttempts: 20}
 	ob.reg.MustRegister(metrics.NewBacklog("outbox", "Outbox events not yet sent", store.Backlog))
 	return &pipeline.Relay{Producer: prod, Batch: 64, Log: log, Store: store,
@@ -196,11 +218,10 @@ func buildProjector(ctx context.Context, c *config.Common, closers *[]func() err
 		return nil, err
 	}
 	group = orDefault(group, names.GroupProjector)
-	cons, err := mq.NewConsumer(c.RMQEndpoint, group, eventsTopic)
+	cons, err := openConsumer(c, closers, group, eventsTopic)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, cons.Close)
 	return &pipeline.Projector{MQ: cons, Redis: redisstore.New(rdb), Pool: pool, Group: group, Invisible: invisible, Log: log,
 		Metrics: metrics.NewProjector(ob.reg), Health: ob.health}, nil
 }
@@ -229,11 +250,10 @@ func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error
 	if err != nil {
 		return nil, err
 	}
-	prod, err := mq.NewProducer(c.RMQEndpoint, createTopic)
+	prod, err := openProducer(c, closers, createTopic)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, prod.Close)
 	rs := redisstore.New(rdb)
 	ob.reg.MustRegister(metrics.NewBacklog("reservation_send", "Reservations whose order-create message is not known to be sent",
 		func(ctx context.Context) (int64, time.Duration, error) { return rs.SendBacklog(ctx, slots, time.Now()) }))
@@ -248,11 +268,10 @@ func buildCanceller(ctx context.Context, c *config.Common, closers *[]func() err
 		return nil, err
 	}
 	group = orDefault(group, names.GroupCanceller)
-	cons, err := mq.NewConsumer(c.RMQEndpoint, group, cancelTopic)
+	cons, err := openConsumer(c, closers, group, cancelTopic)
 	if err != nil {
 		return nil, err
 	}
-	*closers = append(*closers, cons.Close)
 	return &pipeline.Canceller{MQ: cons, Group: group, Invisible: invisible, Log: log, Health: ob.health, RefundEvery: 10 * time.Second,
 		Cancel: &cancel.Canceller{Pool: pool, Channel: ch, Payments: &payment.Store{Pool: pool, EventsTopic: eventsTopic}, EventsTopic: eventsTopic}}, nil
 }

@@ -54,7 +54,7 @@ func waitReady(t *testing.T, addr string) {
 		}
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 100*time.Millisecond)
+	}, 90*time.Second, 100*time.Millisecond, "the process serves /readyz (its first broker route can be slow on a loaded machine)")
 }
 
 // Seed §13.3 after_redis_reserve and after_mq_send_before_redis_mark: the

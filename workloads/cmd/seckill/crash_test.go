@@ -99,6 +99,15 @@ func crashAt(t *testing.T, bin, fp string, trigger func(), args ...string) {
 	done := make(chan error, 1)
 	go func() { done <- crashing.Wait() }()
 	if trigger != nil {
+		// A trigger that fails the test (the process never got ready) stops
+		// the process and shows what it printed.
+		t.Cleanup(func() {
+			if t.Failed() {
+				_ = crashing.Process.Kill()
+				<-done
+				t.Logf("%s %s (failpoint %s):\n%s", filepath.Base(bin), args[0], fp, stderr.String())
+			}
+		})
 		trigger()
 	}
 	select {

@@ -104,7 +104,9 @@ func crashAt(t *testing.T, bin, fp string, trigger func(), args ...string) {
 		t.Cleanup(func() {
 			if t.Failed() {
 				_ = crashing.Process.Kill()
-				<-done
+				if err := <-done; err != nil {
+					t.Logf("killed: %v", err)
+				}
 				t.Logf("%s %s (failpoint %s):\n%s", filepath.Base(bin), args[0], fp, stderr.String())
 			}
 		})

@@ -49,6 +49,7 @@ const (
 	Finished    = "FINISHED"     // already PAID, CANCELLED or refunding: nothing to do
 	Early       = "EARLY"        // not expired yet: try again at RetryAt
 	Paused      = "PAUSED"       // the backlog guard pauses time-driven actions
+	Frozen      = "FROZEN"       // the reservation is frozen for manual review (seed §11.6): the timer waits
 	Unknown     = "UNKNOWN"      // the channel did not answer: stays CANCEL_PENDING, try again
 )
 
@@ -79,8 +80,9 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 		reservation   uuid.UUID
 		bucket        int
 		amount        int64
+		resStatus     string
 	)
-	err := c.Pool.QueryRow(ctx, qOrderGet, order).Scan(&status, &expires, &activity, &sku, &reservation, &bucket, &amount)
+	err := c.Pool.QueryRow(ctx, qOrderGet, order).Scan(&status, &expires, &activity, &sku, &reservation, &bucket, &amount, &resStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Outcome{}, fmt.Errorf("%w: %s", ErrNoOrder, order)
 	}
@@ -90,6 +92,9 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 	switch status {
 	case "PAID", "CANCELLED", "REFUNDING", "REFUNDED":
 		return Outcome{Result: Finished}, nil
+	}
+	if resStatus == "MANUAL_REVIEW" {
+		return Outcome{Result: Frozen, RetryAt: time.Now().Add(time.Minute)}, nil
 	}
 	if status != "CANCEL_PENDING" {
 		if time.Now().Before(expires) {

@@ -32,7 +32,12 @@ var (
 	qComplete  = sqlfile.Must(sqlFiles, "complete")
 	qApplied   = sqlfile.Must(sqlFiles, "applied")
 	qSettle    = sqlfile.Must(sqlFiles, "settle")
+	qClaimOne  = sqlfile.Must(sqlFiles, "claim_one")
 )
+
+// ErrNotClaimable: the task is held by a live lease, finished, or MANUAL
+// without the evidence that allows taking it.
+var ErrNotClaimable = errors.New("compensation task is not claimable")
 
 // Task is one claimed compensation task.
 type Task struct {
@@ -69,18 +74,38 @@ func (w *Worker) Claim(ctx context.Context, limit int) ([]Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claiming compensation tasks: %w", err)
 	}
-	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) {
-		var t Task
-		var activity, sku int64
-		var bucket int
-		err := r.Scan(&t.TaskID, &t.ReservationID, &t.CompensationID, &t.Attempt, &activity, &sku, &bucket)
-		t.Slot = redisstore.Slot{ActivityID: activity, SKUID: sku, Bucket: bucket}
-		return t, err
-	})
+	tasks, err := pgx.CollectRows(rows, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("claiming compensation tasks: %w", err)
 	}
 	return tasks, nil
+}
+
+func scanTask(r pgx.CollectableRow) (Task, error) {
+	var t Task
+	var activity, sku int64
+	var bucket int
+	err := r.Scan(&t.TaskID, &t.ReservationID, &t.CompensationID, &t.Attempt, &activity, &sku, &bucket)
+	t.Slot = redisstore.Slot{ActivityID: activity, SKUID: sku, Bucket: bucket}
+	return t, err
+}
+
+// RunTask claims one named task and runs it through the same steps as the
+// worker loop (the reconcile job's standard compensation, seed §11.5).
+// takeManual allows a MANUAL task when the caller holds the evidence.
+func (w *Worker) RunTask(ctx context.Context, taskID uuid.UUID, takeManual bool) (string, string, error) {
+	rows, err := w.Pool.Query(ctx, qClaimOne, taskID, w.Owner, fmt.Sprintf("%d milliseconds", w.Lease.Milliseconds()), takeManual)
+	if err != nil {
+		return "", "", fmt.Errorf("claiming compensation task %s: %w", taskID, err)
+	}
+	tasks, err := pgx.CollectRows(rows, scanTask)
+	if err != nil {
+		return "", "", fmt.Errorf("claiming compensation task %s: %w", taskID, err)
+	}
+	if len(tasks) == 0 {
+		return "", "", fmt.Errorf("%w: %s", ErrNotClaimable, taskID)
+	}
+	return w.Run(ctx, tasks[0])
 }
 
 // Run carries one claimed task as far as it can go and returns its outcome

@@ -25,13 +25,14 @@ import (
 var sqlFiles embed.FS
 
 var (
-	qProvision         = sqlfile.Must(sqlFiles, "provision")
-	qControlUpsert     = sqlfile.Must(sqlFiles, "control_upsert")
-	qCompensationPause = sqlfile.Must(sqlFiles, "compensation_pause")
-	qInventory         = sqlfile.Must(sqlFiles, "inventory")
-	qConsumers         = sqlfile.Must(sqlFiles, "consumers")
-	qDBCommits         = sqlfile.Must(sqlFiles, "db_commits")
-	qLastRun           = sqlfile.Must(sqlFiles, "last_run")
+	qProvision          = sqlfile.Must(sqlFiles, "provision")
+	qControlUpsert      = sqlfile.Must(sqlFiles, "control_upsert")
+	qCompensationPause  = sqlfile.Must(sqlFiles, "compensation_pause")
+	qCompensationPaused = sqlfile.Must(sqlFiles, "compensation_paused")
+	qInventory          = sqlfile.Must(sqlFiles, "inventory")
+	qConsumers          = sqlfile.Must(sqlFiles, "consumers")
+	qDBCommits          = sqlfile.Must(sqlFiles, "db_commits")
+	qLastRun            = sqlfile.Must(sqlFiles, "last_run")
 )
 
 // SKU is one product of the manifest.
@@ -160,6 +161,15 @@ func (s *Store) SetCompensationPaused(ctx context.Context, activity int64, pause
 		return false, fmt.Errorf("setting compensation_paused of activity %d: %w", activity, err)
 	}
 	return true, nil
+}
+
+// CompensationPaused reads the backlog guard's flag.
+func (s *Store) CompensationPaused(ctx context.Context, activity int64) (bool, error) {
+	var paused bool
+	if err := s.Pool.QueryRow(ctx, qCompensationPaused, activity).Scan(&paused); err != nil {
+		return false, fmt.Errorf("reading compensation_paused of activity %d: %w", activity, err)
+	}
+	return paused, nil
 }
 
 // SKUCounts is one SKU as the stores see it.

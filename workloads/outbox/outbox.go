@@ -108,3 +108,19 @@ func (s *Store) Backlog(ctx context.Context) (int64, time.Duration, error) {
 	}
 	return n, time.Duration(age * float64(time.Second)), nil
 }
+
+var qReclaim = sqlfile.Must(sqlFiles, "reclaim")
+
+// Reclaim makes a SENDING event whose lease expired before expiredBefore due
+// again at once; false when it is no longer in that state.
+func Reclaim(ctx context.Context, pool *pgxpool.Pool, eventID uuid.UUID, expiredBefore time.Time) (bool, error) {
+	rows, err := pool.Query(ctx, qReclaim, eventID, expiredBefore)
+	if err != nil {
+		return false, fmt.Errorf("reclaiming outbox event %s: %w", eventID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return false, fmt.Errorf("reclaiming outbox event %s: %w", eventID, err)
+	}
+	return len(ids) == 1, nil
+}

@@ -520,7 +520,7 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 		return
 	}
 	switch out.Result {
-	case cancel.Early, cancel.Paused, cancel.Unknown:
+	case cancel.Early, cancel.Paused, cancel.Frozen, cancel.Unknown:
 		// Not now: the same timer comes back later (bounded wait).
 		wait := min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute)
 		_ = c.MQ.Retry(d, wait)

@@ -1,8 +1,24 @@
-// Package reconcile is the reconcile job's stock conservation pass (seed
-// §13.4, the first half of §13.5): PostgreSQL's and each Redis slot's
-// internal invariants, and the cross-system comparison of what PostgreSQL
-// holds as sold with what Redis counts as committed. A run is recorded with
-// its anomalies and evidence; at most one runs per activity at a time.
+// Package reconcile is the reconcile job of seed §13.5, the safety net
+// under the real-time pipeline. One run of an activity, under a watermark
+// (only what last changed before it is judged):
+//
+//  1. each reservation PostgreSQL holds is compared with its Redis
+//     projection and compensation task (the §13.5 switch, decide.go);
+//  2. each reservation Redis holds open that PostgreSQL never heard of is
+//     left while its message is in flight and rejected for the deadline
+//     once its hard deadline passed;
+//  3. the outbox (expired SENDING leases, MANUAL events) and payments of
+//     cancelled orders are checked;
+//  4. then the conservation pass: PostgreSQL's and each Redis slot's
+//     internal invariants and the cross-system comparison (seed §13.4).
+//
+// Findings the seed's §11.5 marks automatic are repaired through the
+// standard state machine steps under an idempotent repair task
+// (repair_id = SHA-256 of rule, reservation, version, target); everything
+// else becomes a MANUAL repair task with its evidence, and a conflict that
+// §11.5 says to freeze is frozen. The run and its anomalies are recorded; at
+// most one run per activity works at a time, and even two runs would never
+// apply one repair twice (the repair task's lease).
 package reconcile
 
 import (
@@ -14,6 +30,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,6 +38,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/repair"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
 
@@ -28,13 +46,18 @@ import (
 var sqlFiles embed.FS
 
 var (
-	qRunAbandon    = sqlfile.Must(sqlFiles, "run_abandon")
-	qRunStart      = sqlfile.Must(sqlFiles, "run_start")
-	qRunFinish     = sqlfile.Must(sqlFiles, "run_finish")
-	qAnomalyInsert = sqlfile.Must(sqlFiles, "anomaly_insert")
+	qRunAbandon          = sqlfile.Must(sqlFiles, "run_abandon")
+	qRunStart            = sqlfile.Must(sqlFiles, "run_start")
+	qRunFinish           = sqlfile.Must(sqlFiles, "run_finish")
+	qAnomalyInsert       = sqlfile.Must(sqlFiles, "anomaly_insert")
+	qReservationsScan    = sqlfile.Must(sqlFiles, "reservations_scan")
+	qReservationsKnown   = sqlfile.Must(sqlFiles, "reservations_known")
+	qOutboxStale         = sqlfile.Must(sqlFiles, "outbox_stale")
+	qPaymentsAfterCancel = sqlfile.Must(sqlFiles, "payments_after_cancel")
 )
 
-// Anomaly types (seed §12.2 reconcile_anomaly_total{type}).
+// Anomaly types of the conservation pass (seed §12.2 reconcile_anomaly_total{type});
+// the per-reservation ones are the rules of decide.go.
 const (
 	PGInvariant    = "PG_INTERNAL_INVARIANT_BROKEN"
 	RedisInvariant = "REDIS_INTERNAL_INVARIANT_BROKEN"
@@ -52,6 +75,15 @@ const (
 // ErrRunInProgress: another run of this activity is working.
 var ErrRunInProgress = errors.New("another reconcile run of this activity is in progress")
 
+// RepairRef names the repair task an anomaly led to and what became of it
+// in this run (repair.Outcome*, or MANUAL).
+type RepairRef struct {
+	ID      string `json:"repair_id"`
+	Rule    string `json:"rule"`
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+}
+
 // Anomaly is one finding.
 type Anomaly struct {
 	Type     string         `json:"type"`
@@ -60,6 +92,12 @@ type Anomaly struct {
 	Object   string         `json:"object,omitempty"`
 	Delta    int64          `json:"delta"`
 	Evidence map[string]any `json:"evidence"`
+	Repair   *RepairRef     `json:"repair,omitempty"`
+}
+
+// Repaired: this run (or an earlier one) applied the anomaly's repair.
+func (a Anomaly) Repaired() bool {
+	return a.Repair != nil && a.Repair.Outcome == repair.OutcomeApplied
 }
 
 // Report is one run.
@@ -68,14 +106,38 @@ type Report struct {
 	Activity  int64     `json:"activity_id"`
 	Watermark time.Time `json:"watermark"`
 	Status    string    `json:"status"`
+	Checked   int       `json:"reservations_checked"`
+	InFlight  int       `json:"open_in_flight"`
 	Anomalies []Anomaly `json:"anomalies"`
 }
 
-// Critical counts the critical anomalies.
+// Critical counts the critical anomalies left unrepaired.
 func (r Report) Critical() int {
 	n := 0
 	for _, a := range r.Anomalies {
-		if a.Severity == Critical {
+		if a.Severity == Critical && !a.Repaired() {
+			n++
+		}
+	}
+	return n
+}
+
+// AutoRepaired counts the repairs this run applied.
+func (r Report) AutoRepaired() int {
+	n := 0
+	for _, a := range r.Anomalies {
+		if a.Repaired() {
+			n++
+		}
+	}
+	return n
+}
+
+// Manual counts the anomalies left for a person.
+func (r Report) Manual() int {
+	n := 0
+	for _, a := range r.Anomalies {
+		if a.Repair != nil && a.Repair.Outcome == repair.Manual {
 			n++
 		}
 	}
@@ -86,12 +148,99 @@ func (r Report) Critical() int {
 type Job struct {
 	Pool  *pgxpool.Pool
 	Redis *redisstore.Store
+	// HardDeadlineGrace is how long past its business deadline a reservation
+	// PostgreSQL never heard of waits before the deadline rejection (default 1 min).
+	HardDeadlineGrace time.Duration
+	// TerminalTTL is the retention of a compensated reservation (default 24 h).
+	TerminalTTL time.Duration
+	// MaxCompensationAttempts caps the compensation task's attempts (default 10).
+	MaxCompensationAttempts int
+	// EventsTopic is where the rejection's outbox event goes (default names.TopicOrderEvents).
+	EventsTopic string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
-// Run checks every SKU, records the run and its anomalies, and returns the
-// report. Two runs at once: the second returns ErrRunInProgress.
+func (j *Job) hardDeadlineGrace() time.Duration {
+	if j.HardDeadlineGrace > 0 {
+		return j.HardDeadlineGrace
+	}
+	return time.Minute
+}
+
+// pass is one run in progress.
+type pass struct {
+	job     *Job
+	rep     *Report
+	runID   uuid.UUID
+	repairs *repair.Store
+	steps   *repair.Steps
+	paused  bool
+}
+
+func (run *pass) now() time.Time {
+	if run.job.Now != nil {
+		return run.job.Now()
+	}
+	return time.Now()
+}
+
+func (run *pass) add(a Anomaly) { run.rep.Anomalies = append(run.rep.Anomalies, a) }
+
+// auto applies an automatic repair once (across every run) and records the finding.
+func (run *pass) auto(ctx context.Context, a Anomaly, t *repair.Task, step repair.Step) error {
+	outcome, err := run.repairs.Apply(ctx, t, step)
+	a.Repair = repairRef(t, outcome)
+	switch outcome {
+	case repair.OutcomeFailed:
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		a.Repair.Error = err.Error() // kept PENDING: the next run tries again
+		a.Severity = Critical
+	case repair.OutcomeAlreadyApplied:
+		// The same repair (same object version) was applied before and the
+		// finding is back: applying it again is not allowed; a person decides.
+		a.Type, a.Severity = RuleRepairDidNotHold, Critical
+		m := repair.New(run.rep.Activity, t.ObjectType, t.ObjectID, RuleRepairDidNotHold, t.Version, t.Rule)
+		m.Evidence, m.RunID, m.Operator, m.Reason = a.Evidence, &run.runID, "reconcile", "repair "+t.IDHex+" was applied and the finding is back"
+		m.Evidence["earlier_repair"] = t.IDHex
+		if err := run.manual(ctx, &a, &m); err != nil {
+			return err
+		}
+	case repair.OutcomeClosed:
+		a.Severity = Critical // a person closed it and the finding stands
+	}
+	run.add(a)
+	return nil
+}
+
+// manual records a MANUAL repair task for a finding (once across runs).
+func (run *pass) manual(ctx context.Context, a *Anomaly, t *repair.Task) error {
+	if _, err := run.repairs.Manual(ctx, t); err != nil {
+		return err
+	}
+	cur, err := run.repairs.Get(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	outcome := repair.Manual
+	if cur.Status == repair.Rejected {
+		outcome = repair.Rejected // reviewed: no action was the decision
+	}
+	a.Repair = repairRef(t, outcome)
+	return nil
+}
+
+// Run checks every SKU, repairs what is allowed, records the run and its
+// anomalies, and returns the report. Two runs at once: the second returns
+// ErrRunInProgress.
 func (j *Job) Run(ctx context.Context, activity int64, skus []control.SKU, watermark time.Time) (Report, error) {
-	rep := Report{RunID: ids.NewRandom().String(), Activity: activity, Watermark: watermark, Anomalies: []Anomaly{}}
+	runID := ids.NewRandom()
+	rep := Report{RunID: runID.String(), Activity: activity, Watermark: watermark, Anomalies: []Anomaly{}}
 	if _, err := j.Pool.Exec(ctx, qRunAbandon, activity, "30 minutes"); err != nil {
 		return rep, fmt.Errorf("closing abandoned reconcile runs: %w", err)
 	}
@@ -102,34 +251,66 @@ func (j *Job) Run(ctx context.Context, activity int64, skus []control.SKU, water
 		}
 		return rep, fmt.Errorf("starting the reconcile run: %w", err)
 	}
-	store := &control.Store{Pool: j.Pool, Redis: j.Redis}
-	checkErr := j.check(ctx, store, activity, skus, &rep)
+	run := &pass{job: j, rep: &rep, runID: runID, repairs: &repair.Store{Pool: j.Pool},
+		steps: &repair.Steps{Pool: j.Pool, Redis: j.Redis, Owner: "reconcile:" + runID.String(),
+			TerminalTTL: j.TerminalTTL, MaxAttempts: j.MaxCompensationAttempts}}
+	checkErr := run.check(ctx, skus)
 	rep.Status = "CLEAN"
 	switch {
 	case checkErr != nil:
 		rep.Status = "FAILED"
+	case rep.Critical() > 0 || rep.Manual() > 0:
+		rep.Status = "ANOMALIES"
+	case rep.AutoRepaired() > 0:
+		rep.Status = "REPAIRED"
 	case len(rep.Anomalies) > 0:
 		rep.Status = "ANOMALIES"
 	}
-	if err := j.record(ctx, &rep, checkErr); err != nil {
+	if err := j.record(context.WithoutCancel(ctx), &rep, checkErr); err != nil {
 		return rep, err
 	}
 	return rep, checkErr
 }
 
-func (j *Job) check(ctx context.Context, store *control.Store, activity int64, skus []control.SKU, rep *Report) error {
+func (run *pass) check(ctx context.Context, skus []control.SKU) error {
+	store := &control.Store{Pool: run.job.Pool, Redis: run.job.Redis}
+	paused, err := store.CompensationPaused(ctx, run.rep.Activity)
+	if err != nil {
+		return err
+	}
+	run.paused = paused
+	for _, sku := range skus {
+		if err := run.checkReservations(ctx, sku); err != nil {
+			return err
+		}
+		if err := run.checkOpen(ctx, sku); err != nil {
+			return err
+		}
+	}
+	if err := run.checkOutbox(ctx); err != nil {
+		return err
+	}
+	if err := run.checkPayments(ctx); err != nil {
+		return err
+	}
+	// After the repairs: seed §13.5 verify_cross_system_counters.
+	return run.conservation(ctx, store, skus)
+}
+
+func (run *pass) conservation(ctx context.Context, store *control.Store, skus []control.SKU) error {
+	activity := run.rep.Activity
 	for _, sku := range skus {
 		c, err := store.Inventory(ctx, activity, sku.ID)
 		if err != nil {
 			return err
 		}
 		if !c.Provisioned {
-			rep.Anomalies = append(rep.Anomalies, Anomaly{Type: NotProvisioned, Severity: Critical, SKU: sku.ID,
+			run.add(Anomaly{Type: NotProvisioned, Severity: Critical, SKU: sku.ID,
 				Evidence: map[string]any{"postgres": "no sku_inventory row"}})
 			continue
 		}
 		if d := c.Initial - c.Available - c.Occupied - c.Sold; d != 0 {
-			rep.Anomalies = append(rep.Anomalies, Anomaly{Type: PGInvariant, Severity: Critical, SKU: sku.ID, Delta: d,
+			run.add(Anomaly{Type: PGInvariant, Severity: Critical, SKU: sku.ID, Delta: d,
 				Evidence: map[string]any{"initial": c.Initial, "available": c.Available, "occupied": c.Occupied, "sold": c.Sold}})
 		}
 		var committed, open int64
@@ -141,12 +322,12 @@ func (j *Job) check(ctx context.Context, store *control.Store, activity int64, s
 			committed += rc.Committed
 			open += rc.OpenReserved
 			if !rc.Exists {
-				rep.Anomalies = append(rep.Anomalies, Anomaly{Type: NotProvisioned, Severity: Critical, SKU: sku.ID, Object: sl.Tag(),
+				run.add(Anomaly{Type: NotProvisioned, Severity: Critical, SKU: sku.ID, Object: sl.Tag(),
 					Evidence: map[string]any{"redis": "no counters"}})
 				continue
 			}
 			if d := rc.Delta(); d != 0 {
-				rep.Anomalies = append(rep.Anomalies, Anomaly{Type: RedisInvariant, Severity: Critical, SKU: sku.ID, Object: sl.Tag(), Delta: d,
+				run.add(Anomaly{Type: RedisInvariant, Severity: Critical, SKU: sku.ID, Object: sl.Tag(), Delta: d,
 					Evidence: map[string]any{"initial": rc.Initial, "available": rc.Available, "open_reserved": rc.OpenReserved, "committed": rc.Committed}})
 			}
 		}
@@ -157,7 +338,7 @@ func (j *Job) check(ctx context.Context, store *control.Store, activity int64, s
 			if open > 0 {
 				sev = Info
 			}
-			rep.Anomalies = append(rep.Anomalies, Anomaly{Type: CrossSystem, Severity: sev, SKU: sku.ID, Delta: d,
+			run.add(Anomaly{Type: CrossSystem, Severity: sev, SKU: sku.ID, Delta: d,
 				Evidence: map[string]any{"postgres_occupied_plus_sold": c.Occupied + c.Sold, "redis_committed": committed, "redis_open_reserved": open}})
 		}
 	}
@@ -168,16 +349,21 @@ func (j *Job) record(ctx context.Context, rep *Report, checkErr error) error {
 	return pgx.BeginTxFunc(ctx, j.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		for _, a := range rep.Anomalies {
 			ev, _ := json.Marshal(a.Evidence)
-			if _, err := tx.Exec(ctx, qAnomalyInsert, rep.RunID, a.Type, a.Severity, rep.Activity, a.SKU, a.Object, a.Delta, ev); err != nil {
+			var repairID []byte
+			if a.Repair != nil {
+				repairID, _ = repair.ParseID(a.Repair.ID)
+			}
+			if _, err := tx.Exec(ctx, qAnomalyInsert, rep.RunID, a.Type, a.Severity, rep.Activity, a.SKU, a.Object, a.Delta, ev, repairID); err != nil {
 				return fmt.Errorf("recording anomaly %s: %w", a.Type, err)
 			}
 		}
-		summary := map[string]any{"critical": rep.Critical(), "anomalies": len(rep.Anomalies)}
+		summary := map[string]any{"critical": rep.Critical(), "anomalies": len(rep.Anomalies),
+			"reservations_checked": rep.Checked, "open_in_flight": rep.InFlight}
 		if checkErr != nil {
 			summary["error"] = checkErr.Error()
 		}
 		sj, _ := json.Marshal(summary)
-		if _, err := tx.Exec(ctx, qRunFinish, rep.RunID, rep.Status, len(rep.Anomalies), 0, rep.Critical(), sj); err != nil {
+		if _, err := tx.Exec(ctx, qRunFinish, rep.RunID, rep.Status, len(rep.Anomalies), rep.AutoRepaired(), rep.Manual(), sj); err != nil {
 			return fmt.Errorf("finishing the reconcile run: %w", err)
 		}
 		return nil
@@ -187,12 +373,23 @@ func (j *Job) record(ctx context.Context, rep *Report, checkErr error) error {
 // Print writes the report for a person.
 func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "reconcile run %s of activity %d (watermark %s): %s\n", r.RunID, r.Activity, r.Watermark.Format(time.RFC3339), r.Status)
+	fmt.Fprintf(w, "  %d reservations checked, %d open ones still in flight\n", r.Checked, r.InFlight)
 	if len(r.Anomalies) == 0 {
 		fmt.Fprintln(w, "  no anomalies: PostgreSQL and Redis conserve stock and agree")
 	}
 	for _, a := range r.Anomalies {
-		ev, _ := json.Marshal(a.Evidence)
-		fmt.Fprintf(w, "  %-8s %-32s sku %d %s delta %d %s\n", a.Severity, a.Type, a.SKU, a.Object, a.Delta, ev)
+		fmt.Fprintf(w, "  %-8s %-32s sku %d %s", a.Severity, a.Type, a.SKU, a.Object)
+		if a.Delta != 0 {
+			fmt.Fprintf(w, " delta %d", a.Delta)
+		}
+		if a.Repair != nil {
+			fmt.Fprintf(w, "  → %s (repair %s)", a.Repair.Outcome, a.Repair.ID[:16])
+			if a.Repair.Error != "" {
+				fmt.Fprintf(w, ": %s", a.Repair.Error)
+			}
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "  %d critical (left for manual review: automatic repairs are not part of this pass)\n", r.Critical())
+	fmt.Fprintf(w, "  %d repaired automatically, %d left for manual review (seckill runbook list), %d critical unrepaired\n",
+		r.AutoRepaired(), r.Manual(), r.Critical())
 }

@@ -29,9 +29,10 @@ var (
 	scriptSendAck             = mustScript("send_ack")
 	scriptSendReschedule      = mustScript("send_reschedule")
 	scriptProvision           = mustScript("provision")
+	scriptRebuildProjection   = mustScript("rebuild_projection")
 
 	allScripts = []*redis.Script{scriptReserve, scriptCompensate, scriptProjectOrderCreated,
-		scriptReleaseAfterCancel, scriptSendClaim, scriptSendAck, scriptSendReschedule, scriptProvision}
+		scriptReleaseAfterCancel, scriptSendClaim, scriptSendAck, scriptSendReschedule, scriptProvision, scriptRebuildProjection}
 )
 
 // LoadScripts loads every script once (on every master of a cluster), so the

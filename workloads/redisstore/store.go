@@ -153,6 +153,26 @@ func (s *Store) ProjectOrderCreated(ctx context.Context, sl Slot, reservationID,
 	return res, nil
 }
 
+// Rebuild is what rebuild_projection.lua writes: PostgreSQL's facts of an
+// order whose Redis reservation hash is gone.
+type Rebuild struct {
+	ReservationID, MessageID, RequestID, OrderID uuid.UUID
+	UserID                                       int64
+	ReservedAt, BusinessDeadline                 time.Time
+}
+
+// RebuildProjection runs rebuild_projection.lua (counters and stock untouched).
+func (s *Store) RebuildProjection(ctx context.Context, sl Slot, r Rebuild, now time.Time) (Result, error) {
+	keys := []string{sl.Reservation(r.ReservationID), sl.User(r.UserID), sl.SendDue(), sl.Open()}
+	v, err := scriptRebuildProjection.Run(ctx, s.c, keys, r.ReservationID.String(), r.MessageID.String(), r.RequestID.String(),
+		sl.ActivityID, sl.SKUID, r.UserID, sl.Bucket, r.OrderID.String(), ms(now), ms(r.ReservedAt), ms(r.BusinessDeadline)).Result()
+	res, _, err := result(v, err)
+	if err != nil {
+		return Result{}, fmt.Errorf("running rebuild-projection script: %w", err)
+	}
+	return res, nil
+}
+
 // ReleaseAfterCancel runs release_after_cancel.lua.
 func (s *Store) ReleaseAfterCancel(ctx context.Context, sl Slot, reservationID, orderID uuid.UUID, now time.Time, terminalTTL time.Duration) (Result, error) {
 	keys := []string{sl.Reservation(reservationID), sl.Stock(), sl.Counter(), sl.SendDue(), sl.Open()}

@@ -1,0 +1,244 @@
+package repair_test
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill-operator/workloads/compensation"
+	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/repair"
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+func TestIDIsSeedStep4(t *testing.T) {
+	// SHA256("REBUILD_ORDER_PROJECTION|r1|3|ORDER_CREATED"), computed once by sha256sum.
+	const want = "8c1f62d733f60cc8cd01636206a84ff42833301372f875b90bad4a190b997892"
+	id := repair.ID("REBUILD_ORDER_PROJECTION", "r1", 3, "ORDER_CREATED")
+	require.Equal(t, want, hex.EncodeToString(id))
+	require.Equal(t, id, repair.ID("REBUILD_ORDER_PROJECTION", "r1", 3, "ORDER_CREATED"), "stable")
+	require.NotEqual(t, id, repair.ID("REBUILD_ORDER_PROJECTION", "r1", 4, "ORDER_CREATED"), "a new version is a new repair")
+	require.NotEqual(t, id, repair.ID("REBUILD_ORDER_PROJECTION", "r1", 3, "CANCELLED"))
+	back, err := repair.ParseID(hex.EncodeToString(id))
+	require.NoError(t, err)
+	require.Equal(t, id, back)
+	_, err = repair.ParseID("abc")
+	require.Error(t, err)
+}
+
+// Many callers apply the same repair at once: the step runs exactly once;
+// the others see IN_PROGRESS or ALREADY_APPLIED.
+func TestApplyRunsTheStepOnce(t *testing.T) {
+	store := &repair.Store{Pool: testenv.Database(t)}
+	object := ids.NewRandom().String()
+	var ran atomic.Int32
+	var wg sync.WaitGroup
+	outcomes := make([]string, 16)
+	for i := range outcomes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			task := repair.New(1, repair.ObjectReservation, object, "TEST_RULE", 1, "DONE")
+			task.Operator, task.Reason, task.Automatic = "test", "concurrency", true
+			out, err := store.Apply(context.Background(), &task, func(context.Context) (any, string, error) {
+				ran.Add(1)
+				time.Sleep(20 * time.Millisecond)
+				return map[string]any{"ok": true}, "test step", nil
+			})
+			require.NoError(t, err)
+			outcomes[i] = out
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int32(1), ran.Load())
+	applied := 0
+	for _, o := range outcomes {
+		require.Contains(t, []string{repair.OutcomeApplied, repair.OutcomeInProgress, repair.OutcomeAlreadyApplied}, o)
+		if o == repair.OutcomeApplied {
+			applied++
+		}
+	}
+	require.Equal(t, 1, applied)
+	got, err := store.Get(context.Background(), repair.ID("TEST_RULE", object, 1, "DONE"))
+	require.NoError(t, err)
+	require.Equal(t, repair.Applied, got.Status)
+	require.Equal(t, "test step", got.Via)
+}
+
+// A failed attempt stays PENDING with its error and is taken again.
+func TestFailedAttemptIsRetried(t *testing.T) {
+	store := &repair.Store{Pool: testenv.Database(t)}
+	object := ids.NewRandom().String()
+	task := repair.New(1, repair.ObjectReservation, object, "TEST_RULE", 1, "DONE")
+	task.Operator, task.Reason = "test", "retry"
+	out, err := store.Apply(context.Background(), &task, func(context.Context) (any, string, error) {
+		return nil, "", errors.New("redis timeout")
+	})
+	require.Error(t, err)
+	require.Equal(t, repair.OutcomeFailed, out)
+	got, _ := store.Get(context.Background(), task.ID)
+	require.Equal(t, repair.Pending, got.Status)
+	require.Equal(t, "redis timeout", got.LastError)
+	out, err = store.Apply(context.Background(), &task, func(context.Context) (any, string, error) { return "ok", "second", nil })
+	require.NoError(t, err)
+	require.Equal(t, repair.OutcomeApplied, out)
+	got, _ = store.Get(context.Background(), task.ID)
+	require.Equal(t, 2, got.Attempts)
+}
+
+type fixture struct {
+	store    *repair.Store
+	rs       *redisstore.Store
+	slot     redisstore.Slot
+	consumer *orderstore.Consumer
+	msg      events.OrderCreateRequested
+}
+
+// rejected: one reservation PostgreSQL rejected (no stock), task pending.
+func rejected(t *testing.T) fixture {
+	t.Helper()
+	ctx := context.Background()
+	pool := testenv.Database(t)
+	c := testenv.RedisSingle(t)
+	require.NoError(t, redisstore.LoadScripts(ctx, c))
+	rs := redisstore.New(c)
+	activity := time.Now().UnixNano() % 1_000_000_000_000
+	slot := redisstore.SKUSlot(activity, 1)
+	_, _, err := rs.Provision(ctx, slot, 2, 1)
+	require.NoError(t, err)
+	require.NoError(t, rs.SetWindow(ctx, slot, redisstore.WindowActive))
+	_, err = pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, 1, 0, 0)`, activity)
+	require.NoError(t, err)
+	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("repair-test-key-0123456789abcdefg")})
+	req := ids.NewRandom()
+	rid := ring.ReservationID(ids.ReservationKey{ActivityID: activity, SKUID: 1, UserID: 9, RequestID: req})
+	mid, _ := ring.MessageID(rid, 1)
+	now := time.Now()
+	_, err = rs.Reserve(ctx, redisstore.ReserveRequest{Slot: slot, ReservationID: rid, MessageID: mid, RequestID: req, UserID: 9,
+		Now: now, BusinessDeadline: now.Add(time.Hour), SendDue: now.Add(time.Minute), RequestTTL: time.Minute, SchemaVersion: 1, KeyVersion: 1})
+	require.NoError(t, err)
+	h, _ := rs.Reservation(ctx, slot, rid)
+	msg, err := events.FromReservationHash(h)
+	require.NoError(t, err)
+	consumer := &orderstore.Consumer{Pool: pool, Group: "g", PaymentWindow: time.Hour}
+	raw, _ := msg.Marshal()
+	out, err := consumer.Consume(ctx, msg, raw)
+	require.NoError(t, err)
+	require.Equal(t, orderstore.ResultOrderRejected, out.Result)
+	return fixture{store: &repair.Store{Pool: pool}, rs: rs, slot: slot, consumer: consumer, msg: msg}
+}
+
+func (f fixture) status(t *testing.T) (reservation, task string) {
+	t.Helper()
+	require.NoError(t, f.store.Pool.QueryRow(context.Background(), `SELECT r.status, t.status FROM inventory_reservation r
+		JOIN compensation_task t USING (reservation_id) WHERE r.reservation_id = $1`, f.msg.ReservationID).Scan(&reservation, &task))
+	return
+}
+
+// Seed §11.6 step 1: a frozen reservation is left alone by the compensator
+// and by a replayed message; lifting the freeze (two people) restores it and
+// the compensation runs.
+func TestFreezeStopsAutomaticActionsUntilLifted(t *testing.T) {
+	f := rejected(t)
+	ctx := context.Background()
+	rid := f.msg.ReservationID
+
+	_, err := f.store.Freeze(ctx, rid, repair.Audit{Operator: "alice"}, nil, nil)
+	require.ErrorIs(t, err, repair.ErrNoAuditTrail, "a freeze needs a reason")
+	frozen, err := f.store.Freeze(ctx, rid, repair.Audit{Operator: "alice", Reason: "INC-7 stock mismatch", Incident: "INC-7"}, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, repair.Applied, frozen.Status)
+	require.Equal(t, "ORDER_REJECTED", frozen.Before.(map[string]any)["reservation_status"])
+	r, task := f.status(t)
+	require.Equal(t, "MANUAL_REVIEW", r)
+	require.Equal(t, "MANUAL", task)
+	_, err = f.store.Freeze(ctx, rid, repair.Audit{Operator: "alice", Reason: "again"}, nil, nil)
+	require.ErrorIs(t, err, repair.ErrFrozen)
+
+	w := &compensation.Worker{Pool: f.store.Pool, Redis: f.rs, Owner: "w", Lease: time.Minute, MaxAttempts: 5, TerminalTTL: time.Hour}
+	tasks, err := w.Claim(ctx, 100)
+	require.NoError(t, err)
+	for _, tk := range tasks {
+		require.NotEqual(t, rid, tk.ReservationID, "the compensator leaves a frozen reservation alone")
+	}
+	// A replayed order-create message (another consumer group) decides nothing.
+	replay := &orderstore.Consumer{Pool: f.store.Pool, Group: "replayer", PaymentWindow: time.Hour}
+	raw, _ := f.msg.Marshal()
+	out, err := replay.Consume(ctx, f.msg, raw)
+	require.NoError(t, err)
+	require.Equal(t, orderstore.ResultManualReview, out.Result)
+
+	_, err = f.store.Unfreeze(ctx, rid, repair.Audit{Operator: "alice", Approver: "alice", Reason: "checked"})
+	require.ErrorIs(t, err, repair.ErrNoAuditTrail, "the approver must be someone else")
+	lifted, err := f.store.Unfreeze(ctx, rid, repair.Audit{Operator: "alice", Approver: "bob", Reason: "Redis holds the unit; PG rejected it", Incident: "INC-7"})
+	require.NoError(t, err)
+	require.Equal(t, "ORDER_REJECTED", lifted.Target)
+	r, task = f.status(t)
+	require.Equal(t, "ORDER_REJECTED", r)
+	require.Equal(t, "RETRY", task)
+	tasks, err = w.Claim(ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	outcome, _, err := w.Run(ctx, tasks[0])
+	require.NoError(t, err)
+	require.Equal(t, compensation.OutcomeApplied, outcome)
+
+	audit, err := f.store.List(ctx, f.slot.ActivityID, []string{repair.Applied}, 10)
+	require.NoError(t, err)
+	require.Len(t, audit, 2)
+	require.Equal(t, repair.RuleFreeze, audit[0].Rule)
+	require.Equal(t, repair.RuleUnfreeze, audit[1].Rule)
+	require.Equal(t, "bob", audit[1].Approver)
+	require.Equal(t, "INC-7", audit[1].Incident)
+	require.NotNil(t, audit[1].After)
+}
+
+// A manual task is closed only with two people and a reason, through a
+// standard step.
+func TestResolveNeedsTheAuditTrail(t *testing.T) {
+	f := rejected(t)
+	ctx := context.Background()
+	rid := f.msg.ReservationID
+	task := repair.New(f.slot.ActivityID, repair.ObjectReservation, rid.String(), "TEST_MANUAL", 1, "MANUAL_REVIEW")
+	task.Operator, task.Reason = "reconcile", "needs a person"
+	created, err := f.store.Manual(ctx, &task)
+	require.NoError(t, err)
+	require.True(t, created)
+	created, err = f.store.Manual(ctx, &task)
+	require.NoError(t, err)
+	require.False(t, created, "recorded once")
+
+	steps := &repair.Steps{Pool: f.store.Pool, Redis: f.rs, Owner: "runbook"}
+	_, err = f.store.Resolve(ctx, task.ID, repair.Applied, repair.Audit{Operator: "alice", Reason: "x"}, steps.Compensate(rid, true))
+	require.ErrorIs(t, err, repair.ErrNoAuditTrail)
+	got, err := f.store.Resolve(ctx, task.ID, repair.Applied, repair.Audit{Operator: "alice", Approver: "bob", Reason: "standard compensation"},
+		steps.Compensate(rid, true))
+	require.NoError(t, err)
+	require.Equal(t, repair.Applied, got.Status)
+	require.Contains(t, got.Via, "compensation_task")
+	r, tk := f.status(t)
+	require.Equal(t, "COMPENSATED", r)
+	require.Equal(t, "APPLIED", tk)
+	_, err = f.store.Resolve(ctx, task.ID, repair.Rejected, repair.Audit{Operator: "alice", Approver: "bob", Reason: "again"}, nil)
+	require.ErrorIs(t, err, repair.ErrNotManual, "a closed task stays closed")
+
+	// A step that does not apply to the object's state is refused, and the task stays MANUAL.
+	other := repair.New(f.slot.ActivityID, repair.ObjectReservation, rid.String(), "TEST_MANUAL_2", 1, "MANUAL_REVIEW")
+	other.Operator, other.Reason = "reconcile", "needs a person"
+	_, err = f.store.Manual(ctx, &other)
+	require.NoError(t, err)
+	_, err = f.store.Resolve(ctx, other.ID, repair.Applied, repair.Audit{Operator: "alice", Approver: "bob", Reason: "wrong step"},
+		steps.RebuildProjection(rid))
+	require.ErrorIs(t, err, repair.ErrNotApplicable)
+	still, _ := f.store.Get(ctx, other.ID)
+	require.Equal(t, repair.Manual, still.Status)
+}

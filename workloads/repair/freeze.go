@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
 
 // Rules of the freeze.
@@ -135,4 +137,19 @@ func (s *Store) Unfreeze(ctx context.Context, reservationID uuid.UUID, a Audit) 
 		return nil
 	})
 	return t, err
+}
+
+var qOrderReservation = sqlfile.Must(sqlFiles, "order_reservation")
+
+// ReservationOfOrder finds an order's reservation (the object a freeze acts on).
+func (s *Store) ReservationOfOrder(ctx context.Context, order uuid.UUID) (uuid.UUID, error) {
+	var rid uuid.UUID
+	err := s.Pool.QueryRow(ctx, qOrderReservation, order).Scan(&rid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rid, fmt.Errorf("no order %s", order)
+	}
+	if err != nil {
+		return rid, fmt.Errorf("reading order %s: %w", order, err)
+	}
+	return rid, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
 	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/workloads/testsale"
 )
 
 func TestIDIsSeedStep4(t *testing.T) {
@@ -106,35 +107,10 @@ type fixture struct {
 // rejected: one reservation PostgreSQL rejected (no stock), task pending.
 func rejected(t *testing.T) fixture {
 	t.Helper()
-	ctx := context.Background()
-	pool := testenv.Database(t)
-	c := testenv.RedisSingle(t)
-	require.NoError(t, redisstore.LoadScripts(ctx, c))
-	rs := redisstore.New(c)
-	activity := time.Now().UnixNano() % 1_000_000_000_000
-	slot := redisstore.SKUSlot(activity, 1)
-	_, _, err := rs.Provision(ctx, slot, 2, 1)
-	require.NoError(t, err)
-	require.NoError(t, rs.SetWindow(ctx, slot, redisstore.WindowActive))
-	_, err = pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, 1, 0, 0)`, activity)
-	require.NoError(t, err)
-	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("repair-test-key-0123456789abcdefg")})
-	req := ids.NewRandom()
-	rid := ring.ReservationID(ids.ReservationKey{ActivityID: activity, SKUID: 1, UserID: 9, RequestID: req})
-	mid, _ := ring.MessageID(rid, 1)
-	now := time.Now()
-	_, err = rs.Reserve(ctx, redisstore.ReserveRequest{Slot: slot, ReservationID: rid, MessageID: mid, RequestID: req, UserID: 9,
-		Now: now, BusinessDeadline: now.Add(time.Hour), SendDue: now.Add(time.Minute), RequestTTL: time.Minute, SchemaVersion: 1, KeyVersion: 1})
-	require.NoError(t, err)
-	h, _ := rs.Reservation(ctx, slot, rid)
-	msg, err := events.FromReservationHash(h)
-	require.NoError(t, err)
-	consumer := &orderstore.Consumer{Pool: pool, Group: "g", PaymentWindow: time.Hour}
-	raw, _ := msg.Marshal()
-	out, err := consumer.Consume(ctx, msg, raw)
-	require.NoError(t, err)
+	sale := testsale.New(t, 0, 2)
+	msg, out := sale.Buy(t, 9)
 	require.Equal(t, orderstore.ResultOrderRejected, out.Result)
-	return fixture{store: &repair.Store{Pool: pool}, rs: rs, slot: slot, consumer: consumer, msg: msg}
+	return fixture{store: &repair.Store{Pool: sale.Pool}, rs: sale.Redis, slot: sale.Slot, consumer: sale.Consumer, msg: msg}
 }
 
 func (f fixture) status(t *testing.T) (reservation, task string) {

@@ -191,7 +191,7 @@ func (g *Gatherer) one(ctx context.Context, rid uuid.UUID) (Evidence, error) {
 			}
 		}
 	}
-	g.broker(ctx, &ev, rid, orders)
+	g.broker(ctx, &ev, rid, messageID, orders)
 	g.channel(ctx, &ev, orders)
 	g.logs(&ev, ids)
 	return ev, nil
@@ -241,13 +241,16 @@ func scoreOrNil(cmd *redis.FloatCmd) any {
 	return int64(v)
 }
 
-// broker looks the reservation (the order-create key) and its orders (the
-// outbox keys) up in each topic.
-func (g *Gatherer) broker(ctx context.Context, ev *Evidence, rid uuid.UUID, orders []uuid.UUID) {
+// broker looks the reservation and its message id (the order-create keys)
+// and its orders (the outbox keys) up in each topic.
+func (g *Gatherer) broker(ctx context.Context, ev *Evidence, rid uuid.UUID, messageID string, orders []uuid.UUID) {
 	if len(g.Sources.BrokerQuery) == 0 {
 		return
 	}
 	keys := []string{rid.String()}
+	if messageID != "" {
+		keys = append(keys, messageID)
+	}
 	for _, o := range orders {
 		keys = append(keys, o.String())
 	}

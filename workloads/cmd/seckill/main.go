@@ -31,7 +31,8 @@ commands:
   canceller    timeout cancel: expired unpaid orders -> CANCELLED once, after the channel closes the payment
   dlq-replay   send a group's dead-lettered messages back to its topic (same message ids)
   payments     payment providers' signed callbacks -> PAID once; unknown orders quarantined
-  reconcile    stock conservation check of the activity, recorded; exit 1 on critical anomalies
+  reconcile    the reconcile job: per-reservation checks, automatic repairs, conservation; exit 1 on critical anomalies left
+  runbook      manual repair runbook: freeze, evidence, list/show/resolve repair tasks, unfreeze, verify
 
 Run "seckill <command> -h" for its flags.
 `
@@ -55,6 +56,8 @@ func main() {
 		err = runPayments(ctx, os.Args[2:])
 	case "reconcile":
 		err = runReconcile(ctx, os.Args[2:])
+	case "runbook":
+		err = runRunbook(ctx, os.Args[2:])
 	case "dlq-replay":
 		err = runDLQReplay(ctx, os.Args[2:])
 	case "-h", "--help", "help":

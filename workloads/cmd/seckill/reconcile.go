@@ -15,15 +15,17 @@ import (
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
-// runReconcile is the reconcile job: one conservation pass over the
-// activity's SKUs, recorded, printed for a person and as JSON; exit status 1
-// when critical anomalies are left.
+// runReconcile is the reconcile job: one run over the activity's SKUs
+// (per-reservation checks and their repairs, then conservation), recorded,
+// printed for a person or as JSON; exit status 1 when critical anomalies
+// are left unrepaired.
 func runReconcile(ctx context.Context, args []string) error {
 	var c config.Common
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	c.Bind(fs)
 	final := fs.Bool("final", false, "the run after the end: a run already in progress is an error (the Job retries)")
 	lag := fs.Duration("watermark-lag", time.Minute, "check what is older than now minus this")
+	grace := fs.Duration("hard-deadline-grace", time.Minute, "how long past its business deadline a reservation PostgreSQL never saw waits before the deadline rejection")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -33,6 +35,9 @@ func runReconcile(ctx context.Context, args []string) error {
 	}
 	if *lag < 0 {
 		return usageError{errors.New("-watermark-lag must not be negative")}
+	}
+	if *grace <= 0 {
+		return usageError{errors.New("-hard-deadline-grace must be positive")}
 	}
 	list, _ := c.SKUBuckets() // checked above (Need.Slots)
 	skus := make([]control.SKU, 0, len(list))
@@ -49,7 +54,7 @@ func runReconcile(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	job := &reconcile.Job{Pool: pool, Redis: redisstore.New(rdb)}
+	job := &reconcile.Job{Pool: pool, Redis: redisstore.New(rdb), HardDeadlineGrace: *grace}
 	rep, err := job.Run(ctx, c.ActivityID, skus, time.Now().Add(-*lag))
 	if errors.Is(err, reconcile.ErrRunInProgress) && !*final {
 		fmt.Println("another reconcile run of this activity is in progress; nothing done")

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/provider"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/repair"
+	"github.com/seckill/seckill-operator/workloads/runbook"
+)
+
+const runbookUsage = `usage: seckill runbook <verb> [flags]   (seed §11.6, the manual repair runbook)
+
+verbs:
+  freeze     step 1: reservation MANUAL_REVIEW, its compensation tasks MANUAL, its timers waiting
+             -reservation ID | -order ID  -operator NAME -reason TEXT [-incident ID]
+  evidence   step 2: everything about a request, reservation, message, order or payment id,
+             ranked by authority (step 3): PostgreSQL, Redis, and optionally the broker,
+             the payment channel and log files
+             -id ID [-broker-query "mqadmin -n host:9876"] [-topics a,b]
+             [-provider-url URL -provider-name NAME] [-logs file,file]
+  list       open repair tasks (MANUAL and PENDING by default)  [-status S,S] [-json]
+  show       one repair task with its audit trail               -repair-id HEX
+  resolve    steps 4, 5, 7: close a MANUAL task through a standard step, audited
+             -repair-id HEX -step STEP -operator NAME -approver NAME -reason TEXT [-incident ID]
+             steps: rebuild-projection, compensate, release-cancelled, resend-outbox,
+                    unfreeze, none (the decision needs no action), reject (no action; closed REJECTED)
+  unfreeze   lift a freeze: the remembered state comes back
+             -reservation ID -operator NAME -approver NAME -reason TEXT [-incident ID]
+  verify     step 6: the invariant queries; exit 1 when any returns a row  [-activity-id N]
+
+Every verb takes -pg-dsn (and -redis-addrs/-redis-mode where Redis is read) like the workloads.
+`
+
+func runRunbook(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
+		fmt.Print(runbookUsage)
+		if len(args) == 0 {
+			return usageError{errors.New("a verb is required")}
+		}
+		return nil
+	}
+	verb, rest := args[0], args[1:]
+	var c config.Common
+	fs := flag.NewFlagSet("runbook "+verb, flag.ContinueOnError)
+	c.Bind(fs)
+	var (
+		reservation = fs.String("reservation", "", "reservation id")
+		order       = fs.String("order", "", "order id (freeze: its reservation)")
+		id          = fs.String("id", "", "any id: request, reservation, message, order, payment or provider transaction")
+		repairID    = fs.String("repair-id", "", "repair task id (hex)")
+		step        = fs.String("step", "", "standard step of resolve")
+		operator    = fs.String("operator", "", "who does it")
+		approver    = fs.String("approver", "", "who approved it (not the operator)")
+		reason      = fs.String("reason", "", "why (the evidence it rests on)")
+		incident    = fs.String("incident", "", "incident id")
+		status      = fs.String("status", "MANUAL,PENDING", "list: statuses")
+		jsonOut     = fs.Bool("json", false, "list: JSON instead of a table")
+		brokerQuery = fs.String("broker-query", "", `evidence: admin command prefix answering "queryMsgByKey -t T -k K"`)
+		topics      = fs.String("topics", names.TopicOrderCreate+","+names.TopicOrderEvents+","+names.TopicOrderCancel, "evidence: topics to look the keys up in")
+		providerURL = fs.String("provider-url", "", "evidence: payment channel base URL")
+		providerNm  = fs.String("provider-name", "sim", "evidence: payment channel name")
+		logs        = fs.String("logs", "", "evidence: comma-separated log files to search")
+	)
+	if err := fs.Parse(rest); err != nil {
+		return usageError{err}
+	}
+	needRedis := verb == "evidence" || verb == "resolve"
+	if err := c.Check(config.Need{PG: true, Redis: needRedis}); err != nil {
+		return usageError{err}
+	}
+	audit := repair.Audit{Operator: *operator, Approver: *approver, Reason: *reason, Incident: *incident}
+	parseID := func(flagName, v string) (uuid.UUID, error) {
+		u, err := uuid.Parse(v)
+		if err != nil {
+			return u, usageError{fmt.Errorf("-%s %q: want a UUID", flagName, v)}
+		}
+		return u, nil
+	}
+	// Validate before connecting: bad input writes nothing.
+	switch verb {
+	case "freeze":
+		if (*reservation == "") == (*order == "") {
+			return usageError{errors.New("freeze needs exactly one of -reservation or -order")}
+		}
+		if *operator == "" || *reason == "" {
+			return usageError{errors.New("freeze needs -operator and -reason")}
+		}
+	case "unfreeze":
+		if *reservation == "" {
+			return usageError{errors.New("unfreeze needs -reservation")}
+		}
+		if err := audit.Check(); err != nil {
+			return usageError{err}
+		}
+	case "evidence":
+		if *id == "" {
+			return usageError{errors.New("evidence needs -id")}
+		}
+		if *providerURL != "" {
+			if u, err := url.Parse(*providerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usageError{fmt.Errorf("-provider-url %q: want an http(s) URL", *providerURL)}
+			}
+		}
+	case "show":
+		if _, err := repair.ParseID(*repairID); err != nil {
+			return usageError{err}
+		}
+	case "resolve":
+		if _, err := repair.ParseID(*repairID); err != nil {
+			return usageError{err}
+		}
+		if !validStep(*step) {
+			return usageError{fmt.Errorf("-step %q: want one of %s", *step, strings.Join(resolveSteps, ", "))}
+		}
+		if err := audit.Check(); err != nil {
+			return usageError{err}
+		}
+	case "list":
+		for _, s := range strings.Split(*status, ",") {
+			switch s {
+			case repair.Pending, repair.Applied, repair.Manual, repair.Rejected:
+			default:
+				return usageError{fmt.Errorf("-status %q: want PENDING, APPLIED, MANUAL or REJECTED", s)}
+			}
+		}
+	case "verify":
+	default:
+		fmt.Fprint(os.Stderr, runbookUsage)
+		return usageError{fmt.Errorf("unknown runbook verb %q", verb)}
+	}
+
+	var closers []func() error
+	defer closeAll(&closers)
+	pool, err := openPG(ctx, &c, &closers)
+	if err != nil {
+		return err
+	}
+	store := &repair.Store{Pool: pool}
+	out := os.Stdout
+	switch verb {
+	case "freeze":
+		var rid uuid.UUID
+		if *order != "" {
+			oid, err := parseID("order", *order)
+			if err != nil {
+				return err
+			}
+			if rid, err = store.ReservationOfOrder(ctx, oid); err != nil {
+				return err
+			}
+		} else if rid, err = parseID("reservation", *reservation); err != nil {
+			return err
+		}
+		t, err := store.Freeze(ctx, rid, audit, nil, nil)
+		if err != nil {
+			return err
+		}
+		return printJSON(out, t)
+	case "unfreeze":
+		rid, err := parseID("reservation", *reservation)
+		if err != nil {
+			return err
+		}
+		t, err := store.Unfreeze(ctx, rid, audit)
+		if err != nil {
+			return err
+		}
+		return printJSON(out, t)
+	case "evidence":
+		rdb, err := openRedis(ctx, &c, &closers)
+		if err != nil {
+			return err
+		}
+		src := runbook.Sources{Topics: splitList(*topics), Logs: splitList(*logs), BrokerQuery: strings.Fields(*brokerQuery)}
+		if *providerURL != "" {
+			src.Channel = &provider.Client{ProviderName: *providerNm, BaseURL: *providerURL}
+		}
+		g := &runbook.Gatherer{Pool: pool, Redis: redisstore.New(rdb), Sources: src}
+		evs, err := g.Gather(ctx, *id)
+		if err != nil {
+			return err
+		}
+		return printJSON(out, evs)
+	case "list":
+		ts, err := store.List(ctx, c.ActivityID, splitList(*status), 1000)
+		if err != nil {
+			return err
+		}
+		if *jsonOut {
+			return printJSON(out, ts)
+		}
+		tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(tw, "REPAIR ID\tSTATUS\tRULE\tOBJECT\tACTIVITY\tCREATED\tREASON")
+		for _, t := range ts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%d\t%s\t%s\n", t.IDHex, t.Status, t.Rule, t.ObjectType, t.ObjectID,
+				t.Activity, t.CreatedAt.Format("2006-01-02 15:04:05"), t.Reason)
+		}
+		return tw.Flush()
+	case "show":
+		idb, _ := repair.ParseID(*repairID)
+		t, err := store.Get(ctx, idb)
+		if err != nil {
+			return err
+		}
+		return printJSON(out, t)
+	case "resolve":
+		rdb, err := openRedis(ctx, &c, &closers)
+		if err != nil {
+			return err
+		}
+		idb, _ := repair.ParseID(*repairID)
+		t, err := resolve(ctx, pool, store, redisstore.New(rdb), idb, *step, audit)
+		if err != nil {
+			return err
+		}
+		return printJSON(out, t)
+	case "verify":
+		v, err := runbook.Verify(ctx, pool, c.ActivityID)
+		if err != nil {
+			return err
+		}
+		if err := printJSON(out, v); err != nil {
+			return err
+		}
+		if !v.Clean() {
+			return fmt.Errorf("%d invariant violations", len(v.Violations))
+		}
+		return nil
+	}
+	return nil
+}
+
+var resolveSteps = []string{"rebuild-projection", "compensate", "release-cancelled", "resend-outbox", "unfreeze", "none", "reject"}
+
+func validStep(s string) bool {
+	for _, v := range resolveSteps {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve closes a MANUAL repair task through the named standard step; the
+// step must fit the task's object.
+func resolve(ctx context.Context, pool *pgxpool.Pool, store *repair.Store, rs *redisstore.Store, id []byte, step string, a repair.Audit) (repair.Task, error) {
+	t, err := store.Get(ctx, id)
+	if err != nil {
+		return t, err
+	}
+	if step == "reject" {
+		return store.Resolve(ctx, id, repair.Rejected, a, nil)
+	}
+	if step == "none" {
+		return store.Resolve(ctx, id, repair.Applied, a, nil)
+	}
+	object, err := uuid.Parse(t.ObjectID)
+	if err != nil {
+		return t, fmt.Errorf("repair task %s names object %q: %w", t.IDHex, t.ObjectID, err)
+	}
+	want := repair.ObjectReservation
+	if step == "resend-outbox" {
+		want = repair.ObjectOutbox
+	}
+	if t.ObjectType != want {
+		return t, usageError{fmt.Errorf("-step %s acts on a %s; repair task %s is about a %s", step, want, t.IDHex, t.ObjectType)}
+	}
+	steps := &repair.Steps{Pool: pool, Redis: rs, Owner: "runbook:" + a.Operator}
+	var fn repair.Step
+	switch step {
+	case "rebuild-projection":
+		fn = steps.RebuildProjection(object)
+	case "compensate":
+		fn = steps.Compensate(object, true)
+	case "release-cancelled":
+		fn = steps.ReleaseCancelled(object)
+	case "resend-outbox":
+		fn = steps.ResendOutbox(object)
+	case "unfreeze":
+		fn = func(ctx context.Context) (any, string, error) {
+			u, err := store.Unfreeze(ctx, object, a)
+			if err != nil {
+				return nil, "repair.Unfreeze", err
+			}
+			return u.After, "repair.Unfreeze " + u.IDHex, nil
+		}
+	}
+	return store.Resolve(ctx, id, repair.Applied, a, fn)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/provider"
+	"github.com/seckill/seckill-operator/workloads/repair"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
 
@@ -168,6 +169,23 @@ func TestEarlyDuplicateAndLateTimers(t *testing.T) {
 	require.Equal(t, cancel.Paused, out.Result)
 	_, err = pool.Exec(ctx, `UPDATE activity_control SET compensation_paused = false WHERE activity_id = $1`, activity)
 	require.NoError(t, err)
+
+	// A reservation frozen for manual review (seed §11.6 step 1) keeps its
+	// order's timer waiting; lifted, the timer cancels it.
+	rid := uuid.Nil
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reservation_id FROM orders WHERE order_id = $1`, list[1]).Scan(&rid))
+	frozen, err := (&repair.Store{Pool: pool}).Freeze(ctx, rid, repair.Audit{Operator: "alice", Reason: "review"}, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, repair.Applied, frozen.Status)
+	out, err = c.Handle(ctx, list[1])
+	require.NoError(t, err)
+	require.Equal(t, cancel.Frozen, out.Result)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'CREATED'`, list[1]))
+	_, err = (&repair.Store{Pool: pool}).Unfreeze(ctx, rid, repair.Audit{Operator: "alice", Approver: "bob", Reason: "reviewed"})
+	require.NoError(t, err)
+	out, err = c.Handle(ctx, list[1])
+	require.NoError(t, err)
+	require.Equal(t, cancel.Cancelled, out.Result)
 
 	// Paid before the timer: the timer finds it finished.
 	_, err = sim.Pay(ctx, list[2], 0) // no Deliver: the channel knows, PostgreSQL not yet

@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/outbox"
+	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
@@ -508,6 +509,19 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 	if err != nil && (errors.Is(err, cancel.ErrNoOrder) || tm.OrderID == uuid.Nil) {
 		if qerr := orderstore.Quarantine(ctx, c.Cancel.Pool, orderstore.Quarantined{Group: c.Group, Topic: d.Topic,
 			BrokerMessageID: d.BrokerID, Reason: events.ReasonMalformed, Detail: err.Error(), Payload: d.Body}); qerr != nil {
+			_ = c.MQ.Retry(d, 5*time.Second)
+			return
+		}
+		_ = c.MQ.Ack(ctx, d)
+		return
+	}
+	if err != nil && errors.Is(err, payment.ErrConflict) {
+		// The channel reports a payment that contradicts what is recorded
+		// (its transaction belongs to another order): no automatic decision.
+		// The order stays CANCEL_PENDING, the timer is kept as evidence.
+		c.Log.Error("cancel timer: the channel's payment conflicts; quarantined for review", "order_id", tm.OrderID, "error", err)
+		if qerr := orderstore.Quarantine(ctx, c.Cancel.Pool, orderstore.Quarantined{Group: c.Group, Topic: d.Topic,
+			BrokerMessageID: d.BrokerID, Reason: events.ReasonInconsistent, Detail: err.Error(), Payload: d.Body}); qerr != nil {
 			_ = c.MQ.Retry(d, 5*time.Second)
 			return
 		}

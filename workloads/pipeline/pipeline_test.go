@@ -317,16 +317,38 @@ func TestBadMessagesAreQuarantinedAndTheConsumerKeepsGoing(t *testing.T) {
 // pipeline: the order transaction writes the delayed timer, the relay sends
 // it, the canceller cancels (releasing PostgreSQL stock), the projector
 // releases Redis once. Paid orders stay paid and sold.
+// conflicting is a channel that, for one order, reports a success under a
+// transaction id another order's payment already holds.
+type conflicting struct {
+	*provider.Sim
+	mu     sync.Mutex
+	pool   *pgxpool.Pool
+	res    uuid.UUID // the reservation whose order gets the conflicting answer
+	stolen string
+}
+
+func (c *conflicting) Close(ctx context.Context, order uuid.UUID) (*provider.Paid, error) {
+	c.mu.Lock()
+	res, txn := c.res, c.stolen
+	c.mu.Unlock()
+	var rid uuid.UUID
+	if txn != "" && c.pool.QueryRow(ctx, `SELECT reservation_id FROM orders WHERE order_id = $1`, order).Scan(&rid) == nil && rid == res {
+		return &provider.Paid{TransactionID: txn, At: time.Now()}, nil
+	}
+	return c.Sim.Close(ctx, order)
+}
+
 func TestUnpaidOrdersAreCancelledThroughThePipeline(t *testing.T) {
 	sim := &provider.Sim{ProviderName: "sim"}
-	h := startWith(t, 10, 9, 5*time.Second, sim)
+	channel := &conflicting{Sim: sim}
+	h := startWith(t, 10, 9, 5*time.Second, channel)
 	payments := &payment.Store{Pool: h.pool, EventsTopic: topicEvents}
 	sim.Deliver = func(ctx context.Context, order uuid.UUID, p provider.Paid) error {
 		_, err := payments.Apply(ctx, payment.Callback{Provider: "sim", TransactionID: p.TransactionID, OrderID: order, AmountCents: p.AmountCents, PaidAt: p.At})
 		return err
 	}
 	var rids []uuid.UUID
-	for u := range 5 {
+	for u := range 6 {
 		r, ok := h.reserve(t, int64(7000+u), true, true)
 		require.True(t, ok)
 		rids = append(rids, r.ReservationID)
@@ -340,19 +362,55 @@ func TestUnpaidOrdersAreCancelledThroughThePipeline(t *testing.T) {
 	}
 	paid := 0
 	for _, rid := range rids[:2] { // two buyers pay (in time, unless the machine is slow)
-		if _, err := sim.Pay(h.ctx, orderOf(rid), 0); err == nil {
+		p, err := sim.Pay(h.ctx, orderOf(rid), 0)
+		if err == nil {
 			paid++
 		} else {
 			require.ErrorIs(t, err, provider.ErrClosed, "too late: the timer closed it")
+		}
+		if err == nil && paid == 1 {
+			// From now on the channel answers the sixth order's close with
+			// this payment's transaction.
+			channel.mu.Lock()
+			channel.pool, channel.res, channel.stolen = h.pool, rids[5], p.TransactionID
+			channel.mu.Unlock()
 		}
 	}
 	require.Positive(t, paid, "at least one payment beat its 5 s timer")
 	for _, rid := range rids[2:] {
 		orderOf(rid)
 	}
+	// The sixth order's channel answers with another order's transaction:
+	// its timer is quarantined as evidence, never retried forever, and the
+	// order is not cancelled (a person decides).
+	channel.mu.Lock()
+	stolen := channel.stolen
+	channel.mu.Unlock()
+	require.NotEmpty(t, stolen)
+	odd := orderOf(rids[5])
 	require.Eventually(t, func() bool {
 		return count(t, h.pool, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELLED'`, h.activity) == 5-paid
 	}, 90*time.Second, 200*time.Millisecond, "the unpaid orders are cancelled by their timers")
+	require.Eventually(t, func() bool {
+		return count(t, h.pool, `SELECT count(*) FROM message_quarantine WHERE consumer_group = 'seckill-test-canceller'
+			AND reason_code = 'INCONSISTENT' AND detail LIKE '%' || $1 || '%'`, stolen) == 1
+	}, 60*time.Second, 200*time.Millisecond, "the conflicting timer is quarantined once")
+	require.Equal(t, "CANCEL_PENDING", func() string {
+		var st string
+		require.NoError(t, h.pool.QueryRow(h.ctx, `SELECT status FROM orders WHERE order_id = $1`, odd).Scan(&st))
+		return st
+	}())
+	// Settle it as a person would after the review (the channel corrected
+	// itself: no payment), so the stock checks below see a closed sale.
+	channel.mu.Lock()
+	channel.stolen = ""
+	channel.mu.Unlock()
+	out, err := (&ordercancel.Canceller{Pool: h.pool, Channel: channel, Payments: payments, EventsTopic: topicEvents}).Handle(h.ctx, odd)
+	require.NoError(t, err)
+	require.Equal(t, ordercancel.Cancelled, out.Result)
+	require.Eventually(t, func() bool {
+		return count(t, h.pool, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELLED'`, h.activity) == 6-paid
+	}, 10*time.Second, 100*time.Millisecond)
 	require.Equal(t, paid, count(t, h.pool, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'PAID'`, h.activity))
 	require.Equal(t, 1, count(t, h.pool, `SELECT count(*) FROM sku_inventory WHERE activity_id = $1 AND occupied_stock = 0 AND sold_stock = $2 AND available_stock = $3`,
 		h.activity, paid, 10-paid))

@@ -7,11 +7,12 @@ package provider
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/seckill/seckill-operator/workloads/ids"
 )
 
 // Paid is a success the channel knows of.
@@ -54,7 +55,6 @@ type Sim struct {
 	paid     map[uuid.UUID]Paid
 	closed   map[uuid.UUID]bool
 	refunded map[string]bool
-	seq      int
 }
 
 // Name implements Channel.
@@ -75,8 +75,9 @@ func (s *Sim) Pay(ctx context.Context, order uuid.UUID, amount int64) (Paid, err
 		s.mu.Unlock()
 		return Paid{}, ErrClosed
 	}
-	s.seq++
-	p := Paid{TransactionID: fmt.Sprintf("%s-%d", s.ProviderName, s.seq), AmountCents: amount, At: time.Now()}
+	// Unique across runs, like a real channel's: a rerun against the same
+	// database must not reuse a recorded (provider, transaction) pair.
+	p := Paid{TransactionID: s.ProviderName + "-" + ids.NewRandom().String(), AmountCents: amount, At: time.Now()}
 	s.paid[order] = p
 	s.mu.Unlock()
 	if s.Deliver == nil {

@@ -30,9 +30,10 @@ var (
 	scriptSendReschedule      = mustScript("send_reschedule")
 	scriptProvision           = mustScript("provision")
 	scriptRebuildProjection   = mustScript("rebuild_projection")
+	scriptRecount             = mustScript("recount")
 
 	allScripts = []*redis.Script{scriptReserve, scriptCompensate, scriptProjectOrderCreated,
-		scriptReleaseAfterCancel, scriptSendClaim, scriptSendAck, scriptSendReschedule, scriptProvision, scriptRebuildProjection}
+		scriptReleaseAfterCancel, scriptSendClaim, scriptSendAck, scriptSendReschedule, scriptProvision, scriptRebuildProjection, scriptRecount}
 )
 
 // LoadScripts loads every script once (on every master of a cluster), so the

@@ -360,3 +360,44 @@ func (s *Store) zsetBacklog(ctx context.Context, slots []Slot, key func(Slot) st
 	}
 	return n, oldest, nil
 }
+
+// Recount codes.
+const (
+	RecountApplied        = 1
+	RecountUnchanged      = 2
+	RecountNotProvisioned = -1
+	RecountOversubscribed = -2
+)
+
+// RecountResult is recount.lua's answer: the bucket's counters before and after.
+type RecountResult struct {
+	Result
+	Before, After Counters
+}
+
+// Recount runs recount.lua: the bucket's counters are set from PostgreSQL's
+// committed units and the reservations Redis still holds open (seed §16.12:
+// an activity-level calibration, never one INCR per missing key).
+func (s *Store) Recount(ctx context.Context, sl Slot, committed int64, now time.Time) (RecountResult, error) {
+	keys := []string{sl.Stock(), sl.Counter(), sl.Open()}
+	v, err := scriptRecount.Run(ctx, s.c, keys, committed, ms(now)).Result()
+	res, arr, err := result(v, err)
+	if err != nil {
+		return RecountResult{}, fmt.Errorf("running recount script on %s: %w", sl.Tag(), err)
+	}
+	if len(arr) < 9 {
+		return RecountResult{}, fmt.Errorf("unexpected recount reply %#v", v)
+	}
+	n := make([]int64, 7)
+	for i := range n {
+		x, ok := arr[i+2].(int64)
+		if !ok {
+			return RecountResult{}, fmt.Errorf("unexpected recount reply %#v", v)
+		}
+		n[i] = x
+	}
+	exists := res.Code != RecountNotProvisioned
+	return RecountResult{Result: res,
+		Before: Counters{Initial: n[6], Available: n[0], OpenReserved: n[1], Committed: n[2], Exists: exists},
+		After:  Counters{Initial: n[6], Available: n[3], OpenReserved: n[4], Committed: n[5], Exists: exists}}, nil
+}

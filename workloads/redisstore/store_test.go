@@ -506,3 +506,45 @@ func TestBacklogFollowsOpenReservations(t *testing.T) {
 		require.Equal(t, f.counters(t).OpenReserved, n, "the set and the counter agree")
 	})
 }
+
+// recount.lua, every return code: counters set from PostgreSQL's committed
+// units and the open set, idempotently; an oversubscribed bucket and an
+// unprovisioned one are left alone.
+func TestRecount(t *testing.T) {
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		f := newFixture(t, c, 10, 2)
+		a := f.reserve(t, 1)
+		f.reserve(t, 2)
+		_, err := f.s.ProjectOrderCreated(ctx, f.slot, a.ReservationID, ids.NewRandom(), f.now)
+		require.NoError(t, err)
+		require.Equal(t, redisstore.Counters{Initial: 10, Available: 8, OpenReserved: 1, Committed: 1, Exists: true}, f.counters(t))
+
+		// Redis lost two committed units' writes: PostgreSQL says 3.
+		res, err := f.s.Recount(ctx, f.slot, 3, f.now)
+		require.NoError(t, err)
+		require.Equal(t, int64(redisstore.RecountApplied), res.Code, res.Reason)
+		require.Equal(t, redisstore.Counters{Initial: 10, Available: 8, OpenReserved: 1, Committed: 1, Exists: true}, res.Before)
+		want := redisstore.Counters{Initial: 10, Available: 6, OpenReserved: 1, Committed: 3, Exists: true}
+		require.Equal(t, want, res.After)
+		require.Equal(t, want, f.counters(t))
+		// Again: the same counters, nothing written.
+		res, err = f.s.Recount(ctx, f.slot, 3, f.now)
+		require.NoError(t, err)
+		require.Equal(t, int64(redisstore.RecountUnchanged), res.Code)
+		require.Equal(t, want, f.counters(t))
+
+		res, err = f.s.Recount(ctx, f.slot, 10, f.now)
+		require.NoError(t, err)
+		require.Equal(t, int64(redisstore.RecountOversubscribed), res.Code)
+		require.Equal(t, want, f.counters(t), "nothing changed")
+		res, err = f.s.Recount(ctx, f.slot, -1, f.now)
+		require.NoError(t, err)
+		require.Equal(t, int64(-3), res.Code)
+
+		res, err = f.s.Recount(ctx, redisstore.BucketSlot(f.slot.ActivityID, f.slot.SKUID, 7), 0, f.now)
+		require.NoError(t, err)
+		require.Equal(t, int64(redisstore.RecountNotProvisioned), res.Code)
+		require.False(t, res.After.Exists)
+	})
+}

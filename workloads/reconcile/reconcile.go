@@ -54,6 +54,7 @@ var (
 	qReservationsKnown   = sqlfile.Must(sqlFiles, "reservations_known")
 	qOutboxStale         = sqlfile.Must(sqlFiles, "outbox_stale")
 	qPaymentsAfterCancel = sqlfile.Must(sqlFiles, "payments_after_cancel")
+	qLedgerMark          = sqlfile.Must(sqlFiles, "ledger_mark")
 )
 
 // Anomaly types of the conservation pass (seed §12.2 reconcile_anomaly_total{type});
@@ -338,8 +339,24 @@ func (run *pass) conservation(ctx context.Context, store *control.Store, skus []
 			if open > 0 {
 				sev = Info
 			}
-			run.add(Anomaly{Type: CrossSystem, Severity: sev, SKU: sku.ID, Delta: d,
-				Evidence: map[string]any{"postgres_occupied_plus_sold": c.Occupied + c.Sold, "redis_committed": committed, "redis_open_reserved": open}})
+			a := Anomaly{Type: CrossSystem, Severity: sev, SKU: sku.ID, Delta: d,
+				Evidence: map[string]any{"postgres_occupied_plus_sold": c.Occupied + c.Sold, "redis_committed": committed, "redis_open_reserved": open}}
+			if sev == Critical {
+				// Nothing in flight explains it (Redis lost writes, a key
+				// was deleted): seed §16.12's activity-level recount, by a
+				// person — never one INCR per missing key.
+				var mark int64
+				if err := run.job.Pool.QueryRow(ctx, qLedgerMark, activity, sku.ID).Scan(&mark); err != nil {
+					return fmt.Errorf("reading the ledger mark of SKU %d: %w", sku.ID, err)
+				}
+				t := repair.New(activity, repair.ObjectSKU, repair.SKUObject(sku.ID), repair.RuleRecount, mark, "REDIS_RECOUNTED")
+				t.Evidence, t.RunID, t.Operator, t.Reason = a.Evidence, &run.runID, "reconcile",
+					"Redis committed differs from PostgreSQL occupied + sold with nothing in flight: activity-level recount (seckill runbook resolve -step recount)"
+				if err := run.manual(ctx, &a, &t); err != nil {
+					return err
+				}
+			}
+			run.add(a)
 		}
 	}
 	return nil

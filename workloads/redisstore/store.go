@@ -277,8 +277,11 @@ func (s *Store) SetWindow(ctx context.Context, sl Slot, state string) error {
 
 // Counters are a slot's conservation counters (seed §13.4).
 type Counters struct {
-	Initial, Available, OpenReserved, Committed int64
-	Exists                                      bool
+	Initial      int64 `json:"initial"`
+	Available    int64 `json:"available"`
+	OpenReserved int64 `json:"open_reserved"`
+	Committed    int64 `json:"committed"`
+	Exists       bool  `json:"exists"`
 }
 
 // Delta is initial - available - open_reserved - committed: zero when Redis

@@ -218,3 +218,45 @@ func TestResolveNeedsTheAuditTrail(t *testing.T) {
 	still, _ := f.store.Get(ctx, other.ID)
 	require.Equal(t, repair.Manual, still.Status)
 }
+
+// The recount refuses while Redis has not yet applied what PostgreSQL
+// decided (a unit would count twice), then sets the counters; a second
+// recount changes nothing. A ghost open entry (hash gone) stays reserved
+// and is reported.
+func TestRecountWaitsForPropagation(t *testing.T) {
+	ctx := context.Background()
+	s := testsale.New(t, 5, 5)
+	steps := &repair.Steps{Pool: s.Pool, Redis: s.Redis, Owner: "test"}
+	recount := steps.RecountRedis(s.SKU.Slots(s.Activity))
+
+	created, out := s.Buy(t, 1) // PostgreSQL has the order; Redis still RESERVED
+	_, _, err := recount(ctx)
+	require.ErrorIs(t, err, repair.ErrPropagationPending)
+	s.Project(t, created, out.OrderID)
+
+	cancelled, out2 := s.Buy(t, 2)
+	s.Project(t, cancelled, out2.OrderID)
+	s.Exec(t, `UPDATE orders SET status = 'CANCELLED', cancelled_at = now() WHERE order_id = $1`, out2.OrderID)
+	_, _, err = recount(ctx)
+	require.ErrorIs(t, err, repair.ErrPropagationPending, "a cancelled order still live in Redis")
+	s.Exec(t, `UPDATE orders SET status = 'PAID', paid_at = now() WHERE order_id = $1`, out2.OrderID)
+
+	ghost := s.Reserve(t, 3, time.Hour, true)
+	require.NoError(t, s.Redis.Client().Del(ctx, s.Slot.Reservation(ghost.ReservationID)).Err())
+	// Redis lost a committed unit's write.
+	require.NoError(t, s.Redis.Client().HIncrBy(ctx, s.Slot.Counter(), "committed", -1).Err())
+	require.NoError(t, s.Redis.Client().IncrBy(ctx, s.Slot.Stock(), 1).Err())
+
+	after, via, err := recount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "recount.lua", via)
+	b := after.(map[string]any)["buckets"].([]repair.BucketRecount)
+	require.Len(t, b, 1)
+	require.Equal(t, "RECOUNTED", b[0].Result)
+	require.Equal(t, 1, b[0].OpenWithoutHash)
+	require.Equal(t, int64(2), b[0].PostgresCommitted)
+	require.Equal(t, redisstore.Counters{Initial: 5, Available: 2, OpenReserved: 1, Committed: 2, Exists: true}, s.Counters(t))
+	after, _, err = recount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "UNCHANGED", after.(map[string]any)["buckets"].([]repair.BucketRecount)[0].Result)
+}

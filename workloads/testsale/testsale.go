@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/workloads/compensation"
@@ -41,9 +42,14 @@ type Sale struct {
 // Redis (more in Redis when a test wants rejections), window open.
 func New(t testing.TB, pgStock, redisStock int64) *Sale {
 	t.Helper()
+	return NewOn(t, testenv.RedisSingle(t), pgStock, redisStock)
+}
+
+// NewOn is New on a Redis of the test's choosing (a failover pair, say).
+func NewOn(t testing.TB, c redis.UniversalClient, pgStock, redisStock int64) *Sale {
+	t.Helper()
 	ctx := context.Background()
 	pool := testenv.Database(t)
-	c := testenv.RedisSingle(t)
 	require.NoError(t, redisstore.LoadScripts(ctx, c))
 	rs := redisstore.New(c)
 	activity := time.Now().UnixNano() % 1_000_000_000_000

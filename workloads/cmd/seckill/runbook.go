@@ -38,6 +38,8 @@ verbs:
   resolve    steps 4, 5, 7: close a MANUAL task through a standard step, audited
              -repair-id HEX -step STEP -operator NAME -approver NAME -reason TEXT [-incident ID]
              steps: rebuild-projection, compensate, release-cancelled, resend-outbox,
+                    recount (a SKU's activity-level Redis calibration; needs -skus sku:buckets),
+                    close-by-recount (a rejected reservation whose Redis key is gone, after a recount),
                     unfreeze, none (the decision needs no action), reject (no action; closed REJECTED)
   unfreeze   lift a freeze: the remembered state comes back
              -reservation ID -operator NAME -approver NAME -reason TEXT [-incident ID]
@@ -126,6 +128,11 @@ func runRunbook(ctx context.Context, args []string) error {
 		}
 		if !validStep(*step) {
 			return usageError{fmt.Errorf("-step %q: want one of %s", *step, strings.Join(resolveSteps, ", "))}
+		}
+		if *step == "recount" {
+			if _, err := c.SKUBuckets(); err != nil {
+				return usageError{fmt.Errorf("-step recount needs the SKU's buckets: %w", err)}
+			}
 		}
 		if err := audit.Check(); err != nil {
 			return usageError{err}
@@ -224,7 +231,11 @@ func runRunbook(ctx context.Context, args []string) error {
 			return err
 		}
 		idb, _ := repair.ParseID(*repairID)
-		t, err := resolve(ctx, pool, store, redisstore.New(rdb), idb, *step, audit)
+		var skus []config.SKUBuckets
+		if *step == "recount" {
+			skus, _ = c.SKUBuckets()
+		}
+		t, err := resolve(ctx, pool, store, redisstore.New(rdb), idb, *step, audit, skus)
 		if err != nil {
 			return err
 		}
@@ -245,7 +256,7 @@ func runRunbook(ctx context.Context, args []string) error {
 	return nil
 }
 
-var resolveSteps = []string{"rebuild-projection", "compensate", "release-cancelled", "resend-outbox", "unfreeze", "none", "reject"}
+var resolveSteps = []string{"rebuild-projection", "compensate", "release-cancelled", "resend-outbox", "recount", "close-by-recount", "unfreeze", "none", "reject"}
 
 func validStep(s string) bool {
 	for _, v := range resolveSteps {
@@ -258,7 +269,7 @@ func validStep(s string) bool {
 
 // resolve closes a MANUAL repair task through the named standard step; the
 // step must fit the task's object.
-func resolve(ctx context.Context, pool *pgxpool.Pool, store *repair.Store, rs *redisstore.Store, id []byte, step string, a repair.Audit) (repair.Task, error) {
+func resolve(ctx context.Context, pool *pgxpool.Pool, store *repair.Store, rs *redisstore.Store, id []byte, step string, a repair.Audit, skus []config.SKUBuckets) (repair.Task, error) {
 	t, err := store.Get(ctx, id)
 	if err != nil {
 		return t, err
@@ -268,6 +279,18 @@ func resolve(ctx context.Context, pool *pgxpool.Pool, store *repair.Store, rs *r
 	}
 	if step == "none" {
 		return store.Resolve(ctx, id, repair.Applied, a, nil)
+	}
+	steps := &repair.Steps{Pool: pool, Redis: rs, Owner: "runbook:" + a.Operator}
+	if step == "recount" {
+		if t.ObjectType != repair.ObjectSKU {
+			return t, usageError{fmt.Errorf("-step recount acts on a %s; repair task %s is about a %s", repair.ObjectSKU, t.IDHex, t.ObjectType)}
+		}
+		for _, s := range skus {
+			if repair.SKUObject(s.ID) == t.ObjectID {
+				return store.Resolve(ctx, id, repair.Applied, a, steps.RecountRedis(redisstore.Slots(t.Activity, s.ID, s.Buckets)))
+			}
+		}
+		return t, usageError{fmt.Errorf("-skus does not name SKU %s of repair task %s", t.ObjectID, t.IDHex)}
 	}
 	object, err := uuid.Parse(t.ObjectID)
 	if err != nil {
@@ -280,7 +303,6 @@ func resolve(ctx context.Context, pool *pgxpool.Pool, store *repair.Store, rs *r
 	if t.ObjectType != want {
 		return t, usageError{fmt.Errorf("-step %s acts on a %s; repair task %s is about a %s", step, want, t.IDHex, t.ObjectType)}
 	}
-	steps := &repair.Steps{Pool: pool, Redis: rs, Owner: "runbook:" + a.Operator}
 	var fn repair.Step
 	switch step {
 	case "rebuild-projection":
@@ -289,6 +311,8 @@ func resolve(ctx context.Context, pool *pgxpool.Pool, store *repair.Store, rs *r
 		fn = steps.Compensate(object, true)
 	case "release-cancelled":
 		fn = steps.ReleaseCancelled(object)
+	case "close-by-recount":
+		fn = steps.CloseByRecount(object)
 	case "resend-outbox":
 		fn = steps.ResendOutbox(object)
 	case "unfreeze":

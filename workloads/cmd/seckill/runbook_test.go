@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 	"github.com/seckill/seckill-operator/workloads/testsale"
@@ -160,4 +161,54 @@ func TestRunbookCommand(t *testing.T) {
 	o, code = cmd(append([]string{"runbook", "verify", "-activity-id", act}, pg...)...)
 	require.Equal(t, 1, code, o)
 	require.Contains(t, o, "sold stock differs from the PAID orders")
+}
+
+// The activity-level recount through the binary: Redis lost a committed
+// unit's writes; reconcile records a REDIS_RECOUNT task for a person, the
+// runbook applies it (it needs the SKU's buckets), the next run is clean.
+func TestRunbookRecountCommand(t *testing.T) {
+	bin := buildBinary(t)
+	ctx := context.Background()
+	s := testsale.New(t, 5, 5)
+	for u := int64(1); u <= 2; u++ {
+		m, out := s.Buy(t, u)
+		s.Project(t, m, out.OrderID)
+	}
+	c := s.Redis.Client()
+	require.NoError(t, c.HIncrBy(ctx, s.Slot.Counter(), "committed", -1).Err())
+	require.NoError(t, c.IncrBy(ctx, s.Slot.Stock(), 1).Err())
+
+	pg := []string{"-pg-dsn", s.Pool.Config().ConnString()}
+	rd := append(append([]string{}, pg...), "-redis-addrs", testenv.Get(t, "SECKILL_REDIS_ADDR"))
+	act := strconv.FormatInt(s.Activity, 10)
+	cmd := func(args ...string) (string, int) {
+		t.Helper()
+		o, err := exec.Command(bin, args...).CombinedOutput()
+		return string(o), exitCode(err)
+	}
+	o, code := cmd(append([]string{"reconcile", "-activity-id", act, "-skus", "1:1", "-watermark-lag", "0s"}, rd...)...)
+	require.Equal(t, 1, code, o)
+	require.Contains(t, o, "CROSS_SYSTEM_DELTA")
+	o, code = cmd(append([]string{"runbook", "list", "-activity-id", act, "-json"}, pg...)...)
+	require.Equal(t, 0, code, o)
+	var tasks []repair.Task
+	require.NoError(t, json.Unmarshal([]byte(o), &tasks), o)
+	require.Len(t, tasks, 1)
+	require.Equal(t, repair.RuleRecount, tasks[0].Rule)
+
+	resolveArgs := []string{"runbook", "resolve", "-repair-id", tasks[0].IDHex, "-step", "recount", "-operator", "alice",
+		"-approver", "bob", "-reason", "Redis lost a committed unit", "-activity-id", act}
+	o, code = cmd(append(resolveArgs, rd...)...)
+	require.Equal(t, 2, code, "no -skus: %s", o)
+	o, code = cmd(append(append(resolveArgs, "-skus", "9:1"), rd...)...)
+	require.Equal(t, 2, code, "-skus without the task's SKU: %s", o)
+	require.Equal(t, int64(1), s.Counters(t).Committed, "nothing changed")
+	o, code = cmd(append(append(resolveArgs, "-skus", "1:1"), rd...)...)
+	require.Equal(t, 0, code, o)
+	require.Contains(t, o, `"applied_via": "recount.lua"`)
+	require.Equal(t, redisstore.Counters{Initial: 5, Available: 3, Committed: 2, Exists: true}, s.Counters(t))
+
+	o, code = cmd(append([]string{"reconcile", "-activity-id", act, "-skus", "1:1", "-watermark-lag", "0s"}, rd...)...)
+	require.Equal(t, 0, code, o)
+	require.Contains(t, o, ": CLEAN")
 }

@@ -8,6 +8,7 @@
 #   rmq.sh group  <name> <retryMaxTimes>
 #   rmq.sh admin  <mqadmin sub-command and args>   (-n is added)
 #   rmq.sh stop                         stops what start started (pid files)
+#   rmq.sh stop-broker                  stops only broker+proxy (a broker restart: stop-broker, start)
 #
 # Environment: RMQ_RUN_DIR (required: where store, logs and pid files live),
 # RMQ_VERSION (5.5.0), RMQ_CACHE (~/.cache/seckill), RMQ_NAMESRV_PORT, RMQ_BROKER_PORT
@@ -159,9 +160,10 @@ cmd_group() {
   log "group $1 (retryMaxTimes=$2)"
 }
 
-cmd_stop() {
-  local f pid
-  for f in proxy namesrv; do
+cmd_stop() { # [names...] (default: proxy namesrv)
+  local f pid names=("$@")
+  [ ${#names[@]} -gt 0 ] || names=(proxy namesrv)
+  for f in "${names[@]}"; do
     [ -f "$RUN/$f.pid" ] || continue
     pid="$(cat "$RUN/$f.pid")"
     if kill -0 "$pid" 2>/dev/null; then
@@ -178,6 +180,7 @@ case "${1:-}" in
   fetch) cmd_fetch ;;
   start) cmd_start ;;
   stop)  cmd_stop ;;
+  stop-broker) cmd_stop proxy ;;
   admin) shift; cmd_admin "$@" ;;
   topic) shift; cmd_topic "$@" ;;
   group) shift; cmd_group "$@" ;;

@@ -115,7 +115,7 @@ func (p *Producer) Send(ctx context.Context, m Message) (string, error) {
 	if !m.DeliverAt.IsZero() {
 		msg.SetDelayTimestamp(m.DeliverAt)
 	}
-	receipts, err := p.p.Send(ctx, msg)
+	receipts, err := withContext(ctx, func() ([]*rmq.SendReceipt, error) { return p.p.Send(ctx, msg) })
 	if err != nil {
 		return "", fmt.Errorf("sending message %s to %s: %w", m.MessageID, m.Topic, err)
 	}
@@ -144,7 +144,12 @@ type Delivery struct {
 
 // Consumer receives from one consumer group.
 type Consumer struct {
-	c rmq.SimpleConsumer
+	endpoint, group string
+	subs            map[string]*rmq.FilterExpression
+
+	mu       sync.Mutex
+	c        rmq.SimpleConsumer
+	failures int // consecutive failed receives
 }
 
 // NewConsumer starts a SimpleConsumer of group subscribed to all messages of topics.
@@ -154,36 +159,89 @@ func NewConsumer(endpoint, group string, topics ...string) (*Consumer, error) {
 	for _, t := range topics {
 		subs[t] = rmq.SUB_ALL
 	}
-	var c rmq.SimpleConsumer
-	err := startRetrying(func() error {
-		var err error
-		c, err = rmq.NewSimpleConsumer(config(endpoint, group),
-			rmq.WithSimpleAwaitDuration(5*time.Second),
-			rmq.WithSimpleSubscriptionExpressions(subs))
-		if err != nil {
-			return fmt.Errorf("creating RocketMQ consumer %s: %w", group, err)
-		}
-		if err := c.Start(); err != nil {
-			return fmt.Errorf("starting RocketMQ consumer %s for %v: %w", group, topics, err)
-		}
-		return nil
-	})
+	c := &Consumer{endpoint: endpoint, group: group, subs: subs}
+	sc, err := c.start()
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{c: c}, nil
+	c.c = sc
+	return c, nil
+}
+
+func (c *Consumer) start() (rmq.SimpleConsumer, error) {
+	topics := make([]string, 0, len(c.subs))
+	for t := range c.subs {
+		topics = append(topics, t)
+	}
+	var sc rmq.SimpleConsumer
+	err := startRetrying(func() error {
+		var err error
+		sc, err = rmq.NewSimpleConsumer(config(c.endpoint, c.group),
+			rmq.WithSimpleAwaitDuration(5*time.Second),
+			rmq.WithSimpleSubscriptionExpressions(c.subs))
+		if err != nil {
+			return fmt.Errorf("creating RocketMQ consumer %s: %w", c.group, err)
+		}
+		if err := sc.Start(); err != nil {
+			return fmt.Errorf("starting RocketMQ consumer %s for %v: %w", c.group, topics, err)
+		}
+		return nil
+	})
+	return sc, err
+}
+
+func (c *Consumer) client() rmq.SimpleConsumer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c
+}
+
+// reconnectAfter is how many receives in a row may fail before the client
+// is started afresh.
+const reconnectAfter = 5
+
+// settingsLost: a restarted proxy no longer knows this client's settings
+// (they travel on the telemetry stream at start-up and then only every 5
+// minutes) and fails every receive with a NullPointerException until then.
+func settingsLost(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "Settings") && strings.Contains(m, "null")
+}
+
+// failed counts a failed receive and, after a broker restart, starts the
+// client afresh: its start-up sends the settings again.
+func (c *Consumer) failed(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures++
+	if !settingsLost(err) && c.failures < reconnectAfter {
+		return
+	}
+	sc, serr := c.start()
+	if serr != nil {
+		return // the broker is still away: try again after the next failures
+	}
+	old := c.c
+	c.c, c.failures = sc, 0
+	go func() { _ = old.GracefulStop() }()
 }
 
 // Receive long-polls for up to max messages, each invisible to other
 // receivers for invisible; an empty poll is not an error.
 func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]Delivery, error) {
-	views, err := c.c.Receive(ctx, int32(max), invisible)
+	sc := c.client()
+	views, err := withContext(ctx, func() ([]*rmq.MessageView, error) { return sc.Receive(ctx, int32(max), invisible) })
 	if err != nil {
 		if st, ok := rmq.AsErrRpcStatus(err); ok && st.GetCode() == int32(v2.Code_MESSAGE_NOT_FOUND) {
+			c.succeeded()
 			return nil, nil
+		}
+		if ctx.Err() == nil {
+			c.failed(err)
 		}
 		return nil, fmt.Errorf("receiving: %w", err)
 	}
+	c.succeeded()
 	out := make([]Delivery, 0, len(views))
 	for _, v := range views {
 		d := Delivery{BrokerID: v.GetMessageId(), Topic: v.GetTopic(), Keys: v.GetKeys(), Body: v.GetBody(),
@@ -197,9 +255,16 @@ func (c *Consumer) Receive(ctx context.Context, max int, invisible time.Duration
 	return out, nil
 }
 
+func (c *Consumer) succeeded() {
+	c.mu.Lock()
+	c.failures = 0
+	c.mu.Unlock()
+}
+
 // Ack acknowledges a delivery: only after its effect is committed.
 func (c *Consumer) Ack(ctx context.Context, d Delivery) error {
-	if err := c.c.Ack(ctx, d.view); err != nil {
+	sc := c.client()
+	if _, err := withContext(ctx, func() (struct{}, error) { return struct{}{}, sc.Ack(ctx, d.view) }); err != nil {
 		return fmt.Errorf("acking %s: %w", d.MessageID, err)
 	}
 	return nil
@@ -208,14 +273,14 @@ func (c *Consumer) Ack(ctx context.Context, d Delivery) error {
 // Retry makes a delivery visible again after delay (a negative ack). The
 // broker counts the attempt; past the group's retry limit it goes to the DLQ.
 func (c *Consumer) Retry(d Delivery, delay time.Duration) error {
-	if err := c.c.ChangeInvisibleDuration(d.view, delay); err != nil {
+	if err := c.client().ChangeInvisibleDuration(d.view, delay); err != nil {
 		return fmt.Errorf("scheduling retry of %s: %w", d.MessageID, err)
 	}
 	return nil
 }
 
 // Close stops the consumer.
-func (c *Consumer) Close() error { return c.c.GracefulStop() }
+func (c *Consumer) Close() error { return c.client().GracefulStop() }
 
 // IsTopicNotFound reports whether err says the topic does not exist (for a
 // DLQ: nothing was ever dead-lettered in that group).
@@ -227,4 +292,31 @@ func IsTopicNotFound(err error) bool {
 		return true
 	}
 	return strings.Contains(err.Error(), "TOPIC_NOT_FOUND")
+}
+
+// withContext returns when call does or when ctx ends, whichever is first.
+// The client library does not always honour the context: while the broker
+// is down its calls queue behind a lock held for each 5 s connection
+// attempt (seen on a broker restart: a send with a 2 s deadline waited
+// minutes). A call given up this way has an unknown outcome — a send may
+// still be stored — which callers already treat as such: resend with the
+// same message id, never assume failure. The call itself finishes in the
+// background within the library's own timeouts.
+func withContext[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := call()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("outcome unknown: %w", ctx.Err())
+	}
 }

@@ -63,9 +63,14 @@ func start(t *testing.T, pgStock, redisStock int) *harness {
 // set, a timeout canceller asking it.
 func startWith(t *testing.T, pgStock, redisStock int, paymentWindow time.Duration, channel provider.Channel) *harness {
 	t.Helper()
+	return startOn(t, testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), pgStock, redisStock, paymentWindow, channel)
+}
+
+// startOn is startWith on the broker at endpoint.
+func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWindow time.Duration, channel provider.Channel) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	endpoint := testenv.Get(t, "SECKILL_RMQ_ENDPOINT")
 	pool := testenv.Database(t)
 	rdb := testenv.RedisSingle(t)
 	require.NoError(t, redisstore.LoadScripts(ctx, rdb))
@@ -157,8 +162,10 @@ func (h *harness) reserve(t *testing.T, user int64, send, ack bool, retries ...i
 	if send {
 		body, _ := events.NewOrderCreateRequested(rid, mid, req, h.activity, sku, user, sl.Bucket,
 			now.UnixMilli(), r.BusinessDeadline.UnixMilli(), "t").Marshal()
-		_, err := h.producer.Send(h.ctx, mq.Message{Topic: topicCreate, MessageID: mid.String(), Key: rid.String(),
+		sctx, cancel := context.WithTimeout(h.ctx, 2*time.Second) // as the gateway's send timeout
+		_, err := h.producer.Send(sctx, mq.Message{Topic: topicCreate, MessageID: mid.String(), Key: rid.String(),
 			Tag: events.TypeOrderCreateRequested, Body: body})
+		cancel()
 		if err == nil && ack {
 			_, _ = h.rs.AckSend(h.ctx, sl, rid, r.SendDue.UnixMilli(), time.Now())
 		}

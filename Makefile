@@ -117,8 +117,9 @@ $(GOLANGCI_LINT):
 ##@ Benchmarks
 
 .PHONY: bench
-bench: stack-up ## Reserve Lua through the Go store next to redis-benchmark's ceiling (medians).
+bench: stack-up ## Reserve Lua and the order transaction next to redis-benchmark's and pgbench's ceilings (medians).
 	hack/bench-reserve.sh
+	hack/bench-order.sh
 
 .PHONY: race
 race: stack-up ## Payments racing the timeout cancel, thousands of times (SECKILL_RACE_ITERATIONS, default 5000).

@@ -28,6 +28,9 @@ type Endpoints struct {
 	RedisMode   string
 	RedisAddrs  string
 	RedisMaster string
+	// SecretsHash digests every Secret value the workloads read: a rotated
+	// DSN, key or endpoint rolls their pods (it is not part of key()).
+	SecretsHash string
 }
 
 func (e Endpoints) key() string {
@@ -54,6 +57,7 @@ func (e *connError) Unwrap() error { return e.err }
 // readEndpoints reads the activity's connection Secrets (uncached: the
 // operator needs get on Secrets, not a cluster-wide watch of them).
 func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.SeckillActivity) (Endpoints, error) {
+	digest := sha256.New()
 	get := func(sel corev1.SecretKeySelector) (string, error) {
 		var s corev1.Secret
 		if err := r.Get(ctx, types.NamespacedName{Namespace: act.Namespace, Name: sel.Name}, &s); err != nil {
@@ -66,6 +70,8 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 		if !ok || len(v) == 0 {
 			return "", &connError{ReasonSecretMissing, fmt.Errorf("secret %s/%s has no key %q", act.Namespace, sel.Name, sel.Key)}
 		}
+		fmt.Fprintf(digest, "%s\x00%s\x00%d:", sel.Name, sel.Key, len(v))
+		digest.Write(v)
 		return strings.TrimSpace(string(v)), nil
 	}
 	c := act.Spec.Connections
@@ -92,6 +98,7 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 			return e, err
 		}
 	}
+	e.SecretsHash = hex.EncodeToString(digest.Sum(nil)[:8])
 	return e, nil
 }
 

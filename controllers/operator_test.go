@@ -249,6 +249,18 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		return k8sClient.Get(testCtx, dkey, &d) == nil && d.Spec.Template.Spec.Containers[0].Image == "seckill/workloads:v2"
 	}, 30*time.Second, 100*time.Millisecond)
 	require.NotEqual(t, hash, d.Spec.Template.Annotations["seckill.io/spec-hash"])
+
+	// A rotated Secret value rolls the pods too (their env is read at start).
+	secrets := d.Spec.Template.Annotations[AnnotationSecretsHash]
+	require.NotEmpty(t, secrets)
+	var sec corev1.Secret
+	skey := types.NamespacedName{Namespace: "default", Name: "create-provision-conn"}
+	require.NoError(t, k8sClient.Get(testCtx, skey, &sec))
+	sec.Data["token-key"] = []byte(strings.Repeat("r", 32))
+	require.NoError(t, k8sClient.Update(testCtx, &sec))
+	require.Eventually(t, func() bool {
+		return k8sClient.Get(testCtx, dkey, &d) == nil && d.Spec.Template.Annotations[AnnotationSecretsHash] != secrets
+	}, 30*time.Second, 100*time.Millisecond, "the token key was rotated")
 }
 
 // A stock increase in the manifest is applied once to PostgreSQL and Redis,

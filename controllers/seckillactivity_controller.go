@@ -105,7 +105,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	observeSpec(&act, st)
 	now := r.now()
 
-	store, err := r.open(ctx, &act)
+	store, secrets, err := r.open(ctx, &act)
 	if err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
@@ -129,7 +129,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return r.degraded(ctx, before, &act, err)
 	}
 	desired := r.scale(ctx, &act, store, backlog, now)
-	ready, allReady, err := r.applyWorkloads(ctx, &act, desired)
+	ready, allReady, err := r.applyWorkloads(ctx, &act, desired, secrets)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -166,16 +166,19 @@ func (r *SeckillActivityReconciler) now() time.Time {
 	return time.Now()
 }
 
-func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity) (*control.Store, error) {
+// open reads the connection Secrets and opens the stores; it also returns
+// the digest of the Secrets' values the workloads' pods are rolled on.
+func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity) (*control.Store, string, error) {
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
 	}
 	e, err := readEndpoints(ctx, reader, act)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return r.Stores.Open(ctx, e)
+	store, err := r.Stores.Open(ctx, e)
+	return store, e.SecretsHash, err
 }
 
 // degraded records a failure as the Degraded condition with its reason and

@@ -87,6 +87,10 @@ func labels(act *seckillv1alpha1.SeckillActivity, component string) map[string]s
 	}
 }
 
+// AnnotationSecretsHash on a workload's pod template digests the Secret
+// values its env references (CronJob pods read them fresh each run).
+const AnnotationSecretsHash = "seckill.io/secrets-hash" //nolint:gosec // an annotation name, not a credential
+
 // specHash changes when anything the pods are built from changes, so that a
 // spec change rolls them.
 func specHash(act *seckillv1alpha1.SeckillActivity) string {
@@ -176,7 +180,7 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 // Deployments, the gateway's Service, PodDisruptionBudgets and the CronJobs,
 // each owned by the activity. It returns the consumer Deployment's ready
 // replicas and whether every Deployment is ready.
-func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *seckillv1alpha1.SeckillActivity, consumers int32) (int32, bool, error) {
+func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *seckillv1alpha1.SeckillActivity, consumers int32, secretsHash string) (int32, bool, error) {
 	ready, allReady := int32(0), true
 	for _, w := range workers(act, consumers) {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace}}
@@ -186,6 +190,8 @@ func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *sec
 			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{
 				"app.kubernetes.io/instance": act.Name, names.LabelComponent: w.component}}
 			d.Spec.Template = podSpec(act, w.component, w.args, w.port, corev1.RestartPolicyAlways)
+			// Env from Secrets is read at pod start: a rotated value needs new pods.
+			d.Spec.Template.Annotations[AnnotationSecretsHash] = secretsHash
 			return controllerutil.SetControllerReference(act, d, r.Scheme)
 		}); err != nil {
 			return 0, false, fmt.Errorf("applying deployment %s: %w", d.Name, err)

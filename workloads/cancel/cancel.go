@@ -36,6 +36,7 @@ var (
 	qCancelFinal   = sqlfile.Must(sqlFiles, "cancel_final")
 	qStockRelease  = sqlfile.Must(sqlFiles, "stock_release")
 	qLedgerRelease = sqlfile.Must(sqlFiles, "ledger_release")
+	qTimerRearm    = sqlfile.Must(sqlFiles, "timer_rearm")
 	qPaused        = `SELECT COALESCE((SELECT compensation_paused FROM activity_control WHERE activity_id = $1), false)`
 )
 
@@ -69,6 +70,34 @@ type Canceller struct {
 	Payments *payment.Store
 	// EventsTopic is where ORDER_CANCELLED goes (default names.TopicOrderEvents).
 	EventsTopic string
+	// Wait is how long a paused or frozen timer waits before it looks
+	// again (default 1 min).
+	Wait time.Duration
+}
+
+func (c *Canceller) wait() time.Duration {
+	if c.Wait > 0 {
+		return c.Wait
+	}
+	return time.Minute
+}
+
+// rearmSpace names the re-armed timers' ids.
+var rearmSpace = uuid.MustParse("6f1d7c0e-2b8a-4c55-9a51-0c1f3e0d9b27")
+
+// RearmID is the id of the timer that replaces the delivered timer messageID.
+func RearmID(messageID string) uuid.UUID { return uuid.NewSHA1(rearmSpace, []byte(messageID)) }
+
+// Rearm writes the order's timer again through the outbox as a new delayed
+// message on topic, due at, under an id derived from the delivered one's
+// (RearmID): it reports whether this call wrote it. The caller then
+// acknowledges the delivered timer.
+func (c *Canceller) Rearm(ctx context.Context, messageID, topic string, order uuid.UUID, at time.Time) (bool, error) {
+	tag, err := c.Pool.Exec(ctx, qTimerRearm, RearmID(messageID), topic, order, at)
+	if err != nil {
+		return false, fmt.Errorf("re-arming the timer of order %s: %w", order, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // Handle runs one timer for order.
@@ -94,7 +123,7 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 		return Outcome{Result: Finished}, nil
 	}
 	if resStatus == "MANUAL_REVIEW" {
-		return Outcome{Result: Frozen, RetryAt: time.Now().Add(time.Minute)}, nil
+		return Outcome{Result: Frozen, RetryAt: time.Now().Add(c.wait())}, nil
 	}
 	if status != "CANCEL_PENDING" {
 		if time.Now().Before(expires) {
@@ -105,7 +134,7 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 			return Outcome{}, fmt.Errorf("reading the pause flag: %w", err)
 		}
 		if paused {
-			return Outcome{Result: Paused, RetryAt: time.Now().Add(time.Minute)}, nil
+			return Outcome{Result: Paused, RetryAt: time.Now().Add(c.wait())}, nil
 		}
 		var id uuid.UUID
 		err := c.Pool.QueryRow(ctx, qCancelPending, order).Scan(&id)

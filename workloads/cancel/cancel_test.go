@@ -201,3 +201,43 @@ func TestEarlyDuplicateAndLateTimers(t *testing.T) {
 	_, err = c.Handle(ctx, ids.NewRandom())
 	require.ErrorIs(t, err, cancel.ErrNoOrder)
 }
+
+// A paused timer waits Wait; re-armed, it becomes one new delayed outbox
+// message due then, under an id derived from the delivered timer's, however
+// often that delivery repeats.
+func TestPausedTimerIsRearmedOnce(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Database(t)
+	activity, orderIDs := orders(t, pool, 1, time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
+	_, err := pool.Exec(ctx, `INSERT INTO activity_control (activity_id, compensation_paused) VALUES ($1, true)`, activity)
+	require.NoError(t, err)
+	c := &cancel.Canceller{Pool: pool, Channel: &provider.Sim{ProviderName: "sim"}, Wait: 3 * time.Second}
+	out, err := c.Handle(ctx, orderIDs[0])
+	require.NoError(t, err)
+	require.Equal(t, cancel.Paused, out.Result)
+	require.WithinDuration(t, time.Now().Add(3*time.Second), out.RetryAt, time.Second)
+
+	for i, want := range []bool{true, false, false} {
+		wrote, err := c.Rearm(ctx, "timer-message-1", "seckill-order-cancel", orderIDs[0], out.RetryAt)
+		require.NoError(t, err)
+		require.Equal(t, want, wrote, "call %d", i)
+	}
+	var (
+		topic   string
+		at      time.Time
+		payload []byte
+	)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT topic, deliver_at, payload FROM event_outbox WHERE event_id = $1`,
+		cancel.RearmID("timer-message-1")).Scan(&topic, &at, &payload))
+	require.Equal(t, "seckill-order-cancel", topic)
+	require.WithinDuration(t, out.RetryAt, at, time.Millisecond)
+	require.Contains(t, string(payload), orderIDs[0].String())
+	require.Equal(t, "CREATED", func() string {
+		var s string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1`, orderIDs[0]).Scan(&s))
+		return s
+	}(), "paused: nothing cancelled")
+	// A re-armed timer re-arms under its own id: a chain, never a fan-out.
+	require.NotEqual(t, cancel.RearmID("timer-message-1"), cancel.RearmID(cancel.RearmID("timer-message-1").String()))
+}

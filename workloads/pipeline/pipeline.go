@@ -472,6 +472,17 @@ type Canceller struct {
 	Health    *metrics.Health
 	// RefundEvery is the period of the refund sweep (0: none).
 	RefundEvery time.Duration
+	// RearmAfter is the delivery attempt from which a paused or frozen
+	// timer is written again as a new message instead of redelivered
+	// (default 4; keep it below the group's retry limit).
+	RearmAfter int
+}
+
+func (c *Canceller) rearmAfter() int {
+	if c.RearmAfter > 0 {
+		return c.RearmAfter
+	}
+	return 4
 }
 
 type cancelTimer struct {
@@ -534,7 +545,25 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 		return
 	}
 	switch out.Result {
-	case cancel.Early, cancel.Paused, cancel.Frozen, cancel.Unknown:
+	case cancel.Paused, cancel.Frozen:
+		if d.Attempt >= c.rearmAfter() {
+			// A long wait: every redelivery counts against the group's
+			// limit, so the timer is written again as a new message and
+			// this one acknowledged (never dead-lettered by waiting).
+			id := d.MessageID
+			if id == "" {
+				id = d.BrokerID
+			}
+			if _, err := c.Cancel.Rearm(ctx, id, d.Topic, tm.OrderID, out.RetryAt); err != nil {
+				c.Log.Warn("cancel timer not re-armed; redelivery", "order_id", tm.OrderID, "error", err)
+				_ = c.MQ.Retry(d, 5*time.Second)
+				return
+			}
+			_ = c.MQ.Ack(ctx, d)
+			return
+		}
+		_ = c.MQ.Retry(d, min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute))
+	case cancel.Early, cancel.Unknown:
 		// Not now: the same timer comes back later (bounded wait).
 		wait := min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute)
 		_ = c.MQ.Retry(d, wait)

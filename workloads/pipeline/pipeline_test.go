@@ -67,7 +67,7 @@ func startWith(t *testing.T, pgStock, redisStock int, paymentWindow time.Duratio
 }
 
 // startOn is startWith on the broker at endpoint.
-func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWindow time.Duration, channel provider.Channel) *harness {
+func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWindow time.Duration, channel provider.Channel, tune ...func(*pipeline.Canceller)) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -111,8 +111,12 @@ func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWind
 		cancelMQ, err := mq.NewConsumer(endpoint, "seckill-test-canceller", topicCancel)
 		require.NoError(t, err)
 		closeCancel = cancelMQ.Close
-		workers = append(workers, &pipeline.Canceller{MQ: cancelMQ, Group: "seckill-test-canceller", Invisible: 10 * time.Second, Log: log,
-			Cancel: &ordercancel.Canceller{Pool: pool, Channel: channel, Payments: &payment.Store{Pool: pool, EventsTopic: topicEvents}, EventsTopic: topicEvents}})
+		cw := &pipeline.Canceller{MQ: cancelMQ, Group: "seckill-test-canceller", Invisible: 10 * time.Second, Log: log,
+			Cancel: &ordercancel.Canceller{Pool: pool, Channel: channel, Payments: &payment.Store{Pool: pool, EventsTopic: topicEvents}, EventsTopic: topicEvents}}
+		for _, f := range tune {
+			f(cw)
+		}
+		workers = append(workers, cw)
 	}
 	var wg sync.WaitGroup
 	for _, w := range workers {
@@ -426,4 +430,39 @@ func TestUnpaidOrdersAreCancelledThroughThePipeline(t *testing.T) {
 		return c.Committed == int64(paid) && c.OpenReserved == 0 && c.Available == int64(9-paid)
 	}, 60*time.Second, 200*time.Millisecond, "Redis releases each cancelled unit once")
 	require.Zero(t, h.counters(t).Delta())
+}
+
+// The backlog guard pauses time-driven actions for longer than the
+// canceller group's delivery limit (3 here) would allow: the timer is
+// re-armed as a new delayed message instead of being redelivered into the
+// DLQ, and the order is cancelled once the pause is lifted.
+func TestPausedTimersAreRearmedNotDeadLettered(t *testing.T) {
+	sim := &provider.Sim{ProviderName: "sim"}
+	h := startOn(t, testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), 5, 3, time.Second, sim, func(c *pipeline.Canceller) {
+		c.RearmAfter, c.Cancel.Wait = 2, time.Second
+	})
+	_, err := h.pool.Exec(h.ctx, `INSERT INTO activity_control (activity_id, compensation_paused) VALUES ($1, true)`, h.activity)
+	require.NoError(t, err)
+	r, ok := h.reserve(t, 7100, true, true)
+	require.True(t, ok)
+	var order uuid.UUID
+	require.Eventually(t, func() bool {
+		return h.pool.QueryRow(h.ctx, `SELECT order_id FROM orders WHERE reservation_id = $1`, r.ReservationID).Scan(&order) == nil
+	}, 60*time.Second, 100*time.Millisecond)
+	rearmed := func() int {
+		return count(t, h.pool, `SELECT count(*) FROM event_outbox WHERE aggregate_id = $1 AND event_type = 'ORDER_CANCEL_TIMER'`, order) - 1
+	}
+	require.Eventually(t, func() bool { return rearmed() >= 3 }, 90*time.Second, 200*time.Millisecond,
+		"re-armed again and again while paused (more waits than the group's delivery limit)")
+	var status string
+	require.NoError(t, h.pool.QueryRow(h.ctx, `SELECT status FROM orders WHERE order_id = $1`, order).Scan(&status))
+	require.Equal(t, "CREATED", status, "nothing cancelled while paused")
+
+	_, err = h.pool.Exec(h.ctx, `UPDATE activity_control SET compensation_paused = false WHERE activity_id = $1`, h.activity)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return h.pool.QueryRow(h.ctx, `SELECT status FROM orders WHERE order_id = $1`, order).Scan(&status) == nil && status == "CANCELLED"
+	}, 60*time.Second, 200*time.Millisecond, "cancelled by the re-armed timer once the pause is lifted")
+	require.Eventually(t, func() bool { return h.counters(t).Committed == 0 && h.counters(t).Available == 3 },
+		30*time.Second, 200*time.Millisecond, "Redis released the unit once")
 }

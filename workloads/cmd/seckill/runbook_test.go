@@ -33,6 +33,19 @@ func exitCode(err error) int {
 	return 0
 }
 
+// saleCLI is the binary pointed at a test sale: its PostgreSQL flags, its
+// PostgreSQL and Redis flags, its activity id, and a runner answering the
+// output and the exit code.
+func saleCLI(t *testing.T, bin string, s *testsale.Sale) (pg, rd []string, act string, cmd func(args ...string) (string, int)) {
+	pg = []string{"-pg-dsn", s.Pool.Config().ConnString()}
+	rd = append(append([]string{}, pg...), "-redis-addrs", testenv.Get(t, "SECKILL_REDIS_ADDR"))
+	return pg, rd, strconv.FormatInt(s.Activity, 10), func(args ...string) (string, int) {
+		t.Helper()
+		o, err := exec.Command(bin, args...).CombinedOutput()
+		return string(o), exitCode(err)
+	}
+}
+
 // The runbook of seed §11.6 end to end with the real binary: a rejected
 // reservation's compensation task gave up (Redis timeouts) while Redis
 // still holds the unit. The reconcile job exits 1 and records it for a
@@ -56,14 +69,7 @@ func TestRunbookCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, prod.Close())
 
-	pg := []string{"-pg-dsn", s.Pool.Config().ConnString()}
-	rd := append(append([]string{}, pg...), "-redis-addrs", testenv.Get(t, "SECKILL_REDIS_ADDR"))
-	act := strconv.FormatInt(s.Activity, 10)
-	cmd := func(args ...string) (string, int) {
-		t.Helper()
-		o, err := exec.Command(bin, args...).CombinedOutput()
-		return string(o), exitCode(err)
-	}
+	pg, rd, act, cmd := saleCLI(t, bin, s)
 
 	o, code := cmd(append([]string{"reconcile", "-activity-id", act, "-skus", "1:1", "-watermark-lag", "0s"}, rd[0:4]...)...)
 	require.Equal(t, 1, code, o)
@@ -178,14 +184,7 @@ func TestRunbookRecountCommand(t *testing.T) {
 	require.NoError(t, c.HIncrBy(ctx, s.Slot.Counter(), "committed", -1).Err())
 	require.NoError(t, c.IncrBy(ctx, s.Slot.Stock(), 1).Err())
 
-	pg := []string{"-pg-dsn", s.Pool.Config().ConnString()}
-	rd := append(append([]string{}, pg...), "-redis-addrs", testenv.Get(t, "SECKILL_REDIS_ADDR"))
-	act := strconv.FormatInt(s.Activity, 10)
-	cmd := func(args ...string) (string, int) {
-		t.Helper()
-		o, err := exec.Command(bin, args...).CombinedOutput()
-		return string(o), exitCode(err)
-	}
+	pg, rd, act, cmd := saleCLI(t, bin, s)
 	o, code := cmd(append([]string{"reconcile", "-activity-id", act, "-skus", "1:1", "-watermark-lag", "0s"}, rd...)...)
 	require.Equal(t, 1, code, o)
 	require.Contains(t, o, "CROSS_SYSTEM_DELTA")

@@ -321,19 +321,16 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		s.write(w, answer{Code: CodeInvalid, Message: "reservation id must be a UUID"})
 		return
 	}
-	// Redis projection first: the buckets of each SKU of the activity.
+	// Redis projection first: a user's reservation of a SKU lives in the
+	// bucket the user is hashed to, so one read per SKU.
 	for sku, b := range s.cfg.SKUs {
-		for _, sl := range redisstore.Slots(s.cfg.ActivityID, sku, b) {
-			h, err := s.redis.Reservation(r.Context(), sl, id)
-			if err != nil || h == nil {
-				continue
-			}
-			if h["user_id"] != strconv.FormatInt(user, 10) {
-				break
-			}
-			s.write(w, answer{Code: CodeQueued, ReservationID: id.String(), Status: h["status"], OrderID: h["order_id"]})
-			return
+		sl := redisstore.Slot{ActivityID: s.cfg.ActivityID, SKUID: sku, Bucket: redisstore.BucketFor(user, b)}
+		h, err := s.redis.Reservation(r.Context(), sl, id)
+		if err != nil || h == nil || h["user_id"] != strconv.FormatInt(user, 10) {
+			continue
 		}
+		s.write(w, answer{Code: CodeQueued, ReservationID: id.String(), Status: h["status"], OrderID: h["order_id"]})
+		return
 	}
 	// PostgreSQL, the authority, when Redis does not have it.
 	if s.pg != nil {

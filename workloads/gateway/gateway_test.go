@@ -52,6 +52,11 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender) *fixture {
 	_, _, err := rs.Provision(ctx, slot, stock, 1)
 	require.NoError(t, err)
 	require.NoError(t, rs.SetWindow(ctx, slot, redisstore.WindowActive))
+	for _, sl := range redisstore.Slots(activity, 8, 4) { // SKU 8: four buckets
+		_, _, err := rs.Provision(ctx, sl, stock, 1)
+		require.NoError(t, err)
+		require.NoError(t, rs.SetWindow(ctx, sl, redisstore.WindowActive))
+	}
 	if sender == nil {
 		p, err := mq.NewProducer(testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), "seckill-test-normal")
 		require.NoError(t, err)
@@ -59,7 +64,7 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender) *fixture {
 		sender = p
 	}
 	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("gateway-test-id-key-0123456789abcd")})
-	g := gateway.New(gateway.Config{ActivityID: activity, SKUs: map[int64]int{7: 1}, Topic: "seckill-test-normal",
+	g := gateway.New(gateway.Config{ActivityID: activity, SKUs: map[int64]int{7: 1, 8: 4}, Topic: "seckill-test-normal",
 		TokenKey: tokenKey, BusinessDeadline: 5 * time.Minute, SendGrace: 5 * time.Second, RequestTTL: time.Minute,
 		SendAttempts: 1, SendTimeout: 2 * time.Second}, rs, testenv.Database(t), sender, ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv := httptest.NewServer(g.Handler())
@@ -156,7 +161,7 @@ func TestRefusalsWriteNothing(t *testing.T) {
 		{"bad request id", f.path(), bearer(1), `{"request_id":"x"}`, gateway.CodeInvalid, 400},
 		{"unknown field", f.path(), bearer(1), `{"request_id":"` + ids.NewRandom().String() + `","qty":2}`, gateway.CodeInvalid, 400},
 		{"oversized", f.path(), bearer(1), `{"request_id":"` + strings.Repeat("a", 2000) + `"}`, gateway.CodeInvalid, 400},
-		{"unknown sku", "/v1/activities/" + formatInt(f.activity) + "/skus/8/reservations", bearer(1), good, gateway.CodeInvalid, 400},
+		{"unknown sku", "/v1/activities/" + formatInt(f.activity) + "/skus/9/reservations", bearer(1), good, gateway.CodeInvalid, 400},
 		{"other activity", "/v1/activities/1/skus/7/reservations", bearer(1), good, gateway.CodeInvalid, 400},
 	}
 	for _, c := range cases {
@@ -229,4 +234,30 @@ func TestOneUserThousandRequests(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(99), c.Available)
 	require.Equal(t, int64(1), c.OpenReserved)
+}
+
+// GET of a bucketed SKU's reservation reads the one bucket its user is
+// hashed to; nobody else sees it.
+func TestStatusOfABucketedSKU(t *testing.T) {
+	f := newFixture(t, 10, nil)
+	path := "/v1/activities/" + formatInt(f.activity) + "/skus/8/reservations"
+	for user := int64(100); user < 108; user++ {
+		r := f.post(t, path, bearer(user), body(ids.NewRandom()))
+		require.Equal(t, gateway.CodeQueued, r.Code)
+		for _, who := range []int64{user, user + 1000} {
+			req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/reservations/"+r.RID, nil)
+			req.Header.Set("Authorization", bearer(who))
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			var got reply
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+			_ = resp.Body.Close()
+			if who == user {
+				require.Equal(t, http.StatusAccepted, resp.StatusCode, "user %d", user)
+				require.Equal(t, "RESERVED", got.Status)
+			} else {
+				require.Equal(t, http.StatusNotFound, resp.StatusCode)
+			}
+		}
+	}
 }

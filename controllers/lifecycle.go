@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/workloads/control"
@@ -53,9 +54,14 @@ func (r *SeckillActivityReconciler) lifecycle(ctx context.Context, act *seckillv
 				"the final reconcile run left anomalies for manual review (see seckill reconcile's report)")
 		}
 	}
-	if run, err := store.LastRun(ctx, act.Spec.ActivityID); err == nil && run != nil {
-		st.LastReconcile = &seckillv1alpha1.ReconcileSummary{RunID: run.ID, FinishedAt: metav1.NewTime(run.FinishedAt),
-			Result: run.Status, Anomalies: run.Anomalies, AutoRepaired: run.AutoRepaired, Manual: run.Manual}
+	if run, err := store.LastRun(ctx, act.Spec.ActivityID); err == nil {
+		if run != nil {
+			st.LastReconcile = &seckillv1alpha1.ReconcileSummary{RunID: run.ID, FinishedAt: metav1.NewTime(run.FinishedAt),
+				Result: run.Status, Anomalies: run.Anomalies, AutoRepaired: run.AutoRepaired, Manual: run.Manual}
+		}
+		if err := r.countRuns(ctx, act, store, run); err != nil {
+			logf.FromContext(ctx).Info("reconcile runs not counted", "error", err.Error())
+		}
 	}
 	if st.Phase == seckillv1alpha1.PhaseCompleted && prev != seckillv1alpha1.PhaseCompleted {
 		// The sale is over and reconciled: its Redis keys are kept for the

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -514,3 +517,50 @@ func TestConnectionFailureIsAConditionAndRecovers(t *testing.T) {
 }
 
 var _ = control.Applied
+
+// The reconcile job's runs and anomalies, recorded in PostgreSQL by the
+// CronJob's pods, reach the operator's /metrics as seed §12.2's
+// reconcile_anomaly_total, reconcile_auto_repair_total,
+// reconcile_manual_total{type} and reconcile_run_duration_seconds.
+func TestReconcileRunsReachTheOperatorsMetrics(t *testing.T) {
+	s := newSale(t, "reconcile-metrics", nil)
+	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	typ := fmt.Sprintf("TEST_ANOMALY_%d", s.activity)
+	samples := func() uint64 {
+		var m dto.Metric
+		require.NoError(t, reconcileDuration.Write(&m))
+		return m.GetHistogram().GetSampleCount()
+	}
+	before := samples()
+	// As the job records a run: started, its findings, then finished.
+	_, err := s.pool.Exec(testCtx, `INSERT INTO reconcile_run (run_id, activity_id, watermark, started_at)
+		VALUES ('00000000-0000-7000-8000-0000000000a1', $1, now(), now() - interval '3 seconds')`, s.activity)
+	require.NoError(t, err)
+	for i, task := range []struct {
+		automatic bool
+		status    string
+	}{{true, "APPLIED"}, {false, "MANUAL"}} {
+		id := bytes.Repeat([]byte{byte(i + 1)}, 32)
+		_, err := s.pool.Exec(testCtx, `INSERT INTO repair_task (repair_id, object_type, object_id, rule_name, expected_version, target_state, status, automatic, operator, reason, activity_id, applied_at)
+			VALUES ($1, 'RESERVATION', $2, $3, 0, 'X', $4::text, $5, 'reconcile', 'test', $6, CASE WHEN $4::text = 'APPLIED' THEN now() - interval '1 second' END)`,
+			id, fmt.Sprint(i), typ, task.status, task.automatic, s.activity)
+		require.NoError(t, err)
+		_, err = s.pool.Exec(testCtx, `INSERT INTO reconcile_anomaly (run_id, anomaly_type, severity, activity_id, repair_id) VALUES ('00000000-0000-7000-8000-0000000000a1', $1, 'CRITICAL', $2, $3)`,
+			typ, s.activity, id)
+		require.NoError(t, err)
+	}
+	_, err = s.pool.Exec(testCtx, `INSERT INTO reconcile_anomaly (run_id, anomaly_type, severity, activity_id) VALUES ('00000000-0000-7000-8000-0000000000a1', $1, 'INFO', $2)`, typ, s.activity)
+	require.NoError(t, err)
+	_, err = s.pool.Exec(testCtx, `UPDATE reconcile_run SET status = 'ANOMALIES', finished_at = clock_timestamp(), anomalies_found = 3, auto_repaired = 1, manual_required = 1
+		WHERE run_id = '00000000-0000-7000-8000-0000000000a1'`)
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(reconcileAnomalies.WithLabelValues(typ)) == 3
+	}, 30*time.Second, 100*time.Millisecond, "counted on the next reconcile of the activity")
+	require.Equal(t, 1.0, testutil.ToFloat64(reconcileAutoRepairs.WithLabelValues(typ)))
+	require.Equal(t, 1.0, testutil.ToFloat64(reconcileManual.WithLabelValues(typ)))
+	require.Greater(t, samples(), before, "the run's duration observed")
+	time.Sleep(2 * time.Second) // more reconciles of the activity: the run is counted once
+	require.Equal(t, 3.0, testutil.ToFloat64(reconcileAnomalies.WithLabelValues(typ)))
+}

@@ -59,8 +59,9 @@ type SeckillActivityReconciler struct {
 	// ConnRetry and ActivePoll override connRetry and activePoll (tests).
 	ConnRetry, ActivePoll time.Duration
 
-	mu      sync.Mutex
-	samples map[types.NamespacedName]dbSample
+	mu       sync.Mutex
+	samples  map[types.NamespacedName]dbSample
+	runsSeen map[types.NamespacedName]runCursor
 }
 
 type dbSample struct {

@@ -33,6 +33,7 @@ var (
 	qConsumers          = sqlfile.Must(sqlFiles, "consumers")
 	qDBCommits          = sqlfile.Must(sqlFiles, "db_commits")
 	qLastRun            = sqlfile.Must(sqlFiles, "last_run")
+	qRunsSince          = sqlfile.Must(sqlFiles, "runs_since")
 )
 
 // SKU is one product of the manifest.
@@ -318,4 +319,48 @@ func (s *Store) LastRun(ctx context.Context, activity int64) (*Run, error) {
 		return nil, fmt.Errorf("reading the last reconcile run: %w", err)
 	}
 	return &r, nil
+}
+
+// RunFindings is one finished reconcile run as its metrics see it.
+type RunFindings struct {
+	ID         string
+	FinishedAt time.Time
+	Duration   time.Duration
+	// ByType counts, per anomaly type, what the run found, repaired
+	// automatically itself and left for a person.
+	ByType map[string]TypeFindings
+}
+
+// TypeFindings are one anomaly type's counts in a run.
+type TypeFindings struct{ Found, AutoRepaired, Manual int64 }
+
+// RunsSince lists the activity's reconcile runs finished after after, oldest first.
+func (s *Store) RunsSince(ctx context.Context, activity int64, after time.Time) ([]RunFindings, error) {
+	rows, err := s.Pool.Query(ctx, qRunsSince, activity, after)
+	if err != nil {
+		return nil, fmt.Errorf("reading reconcile runs: %w", err)
+	}
+	defer rows.Close()
+	var out []RunFindings
+	for rows.Next() {
+		var (
+			id, typ string
+			at      time.Time
+			secs    float64
+			f       TypeFindings
+		)
+		if err := rows.Scan(&id, &at, &secs, &typ, &f.Found, &f.AutoRepaired, &f.Manual); err != nil {
+			return nil, fmt.Errorf("reading reconcile runs: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].ID != id {
+			out = append(out, RunFindings{ID: id, FinishedAt: at, Duration: time.Duration(secs * float64(time.Second)), ByType: map[string]TypeFindings{}})
+		}
+		if typ != "" {
+			out[len(out)-1].ByType[typ] = f
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading reconcile runs: %w", err)
+	}
+	return out, nil
 }

@@ -21,14 +21,17 @@ import (
 const RuleRecount = "REDIS_RECOUNT"
 
 var (
-	qRecountCommitted    = sqlfile.Must(sqlFiles, "recount_committed")
-	qRecountOpenDecided  = sqlfile.Must(sqlFiles, "recount_open_decided")
-	qRecountCancelled    = sqlfile.Must(sqlFiles, "recount_cancelled")
-	qRecountApplied      = sqlfile.Must(sqlFiles, "recount_applied")
-	qCloseByRecount      = sqlfile.Must(sqlFiles, "close_by_recount")
-	errPostgresMovedOn   = errors.New("PostgreSQL's ledger moved while the bucket was recounted")
-	recountAttempts      = 5
-	recountPendingSample = 5
+	qRecountCommitted   = sqlfile.Must(sqlFiles, "recount_committed")
+	qRecountOpenDecided = sqlfile.Must(sqlFiles, "recount_open_decided")
+	qRecountCancelled   = sqlfile.Must(sqlFiles, "recount_cancelled")
+	qRecountApplied     = sqlfile.Must(sqlFiles, "recount_applied")
+	qCloseByRecount     = sqlfile.Must(sqlFiles, "close_by_recount")
+	errPostgresMovedOn  = errors.New("PostgreSQL's ledger moved while the bucket was recounted")
+)
+
+const (
+	recountAttempts      = 5 // counts of a bucket before giving up while PostgreSQL keeps moving
+	recountPendingSample = 5 // pending reservations named in the refusal
 )
 
 // ErrPropagationPending: a recount now would count a unit twice; the

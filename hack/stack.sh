@@ -11,7 +11,7 @@
 # 127.0.0.1 only, on project ports (override with the variables below):
 #   PostgreSQL 15 ............... SECKILL_PG_PORT        25432
 #   Redis primary / replica / Sentinel SECKILL_REDIS_PORT 26379 / +1 / +2
-#   Redis Cluster (3 masters) ... SECKILL_CLUSTER_PORT   27001..27003
+#   Redis Cluster (3 masters) ... SECKILL_CLUSTER_PORT   27001..27003 (cluster bus 27101..27103)
 #   RocketMQ namesrv / gRPC ..... SECKILL_RMQ_NAMESRV_PORT 29876, SECKILL_RMQ_GRPC_PORT 28081
 #                                 (broker 30911 and 30909/30912, remoting 28080)
 #   envtest kube-apiserver+etcd . built from Go modules, cached by version
@@ -154,7 +154,12 @@ redis_up() {
   local p nodes=""
   for i in 0 1 2; do
     p=$((CLUSTER_PORT + i))
-    redis_start "cluster-$i" "$p" --cluster-enabled yes --cluster-config-file "nodes-$p.conf" --cluster-node-timeout 5000
+    # The cluster bus port defaults to port + 10000 (37001..), inside the
+    # kernel's ephemeral range: an outgoing connection that happens to hold
+    # it makes the node exit. Pin it next to the node instead.
+    port_busy $((p + 100)) && die "port $((p + 100)) (cluster bus of $p) is in use by something else"
+    redis_start "cluster-$i" "$p" --cluster-enabled yes --cluster-config-file "nodes-$p.conf" --cluster-node-timeout 5000 \
+      --cluster-port $((p + 100))
     nodes+=" 127.0.0.1:$p"
   done
   if ! redis-cli -p "$CLUSTER_PORT" cluster info | grep -q 'cluster_state:ok'; then

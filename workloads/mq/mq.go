@@ -210,19 +210,24 @@ func settingsLost(err error) bool {
 
 // failed counts a failed receive and, after a broker restart, starts the
 // client afresh: its start-up sends the settings again.
+// The new client starts outside the lock: acks of other goroutines keep
+// using the old one meanwhile.
 func (c *Consumer) failed(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.failures++
-	if !settingsLost(err) && c.failures < reconnectAfter {
+	restart := settingsLost(err) || c.failures >= reconnectAfter
+	c.mu.Unlock()
+	if !restart {
 		return
 	}
 	sc, serr := c.start()
 	if serr != nil {
 		return // the broker is still away: try again after the next failures
 	}
+	c.mu.Lock()
 	old := c.c
 	c.c, c.failures = sc, 0
+	c.mu.Unlock()
 	go func() { _ = old.GracefulStop() }()
 }
 

@@ -545,8 +545,9 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 		return
 	}
 	switch out.Result {
-	case cancel.Paused, cancel.Frozen:
-		if d.Attempt >= c.rearmAfter() {
+	case cancel.Paused, cancel.Frozen, cancel.Early, cancel.Unknown:
+		long := out.Result == cancel.Paused || out.Result == cancel.Frozen
+		if long && d.Attempt >= c.rearmAfter() {
 			// A long wait: every redelivery counts against the group's
 			// limit, so the timer is written again as a new message and
 			// this one acknowledged (never dead-lettered by waiting).
@@ -562,11 +563,8 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 			_ = c.MQ.Ack(ctx, d)
 			return
 		}
-		_ = c.MQ.Retry(d, min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute))
-	case cancel.Early, cancel.Unknown:
 		// Not now: the same timer comes back later (bounded wait).
-		wait := min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute)
-		_ = c.MQ.Retry(d, wait)
+		_ = c.MQ.Retry(d, min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute))
 	default:
 		c.Log.Info("cancel timer", "order_id", tm.OrderID, "result", out.Result)
 		_ = c.MQ.Ack(ctx, d)

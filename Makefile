@@ -46,6 +46,7 @@ lint: golangci-lint ## golangci-lint with the set in .golangci.yml.
 verify: manifests generate ## Fail when generated code or formatting is stale.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate manifests"; exit 1; }
+	@hack/check-tracked.sh
 
 .PHONY: test
 test: manifests generate vet stack-up ## Run every test on the real local stack.
@@ -61,12 +62,17 @@ stack-up: ## Install and start PostgreSQL, Redis, RocketMQ 5 and envtest assets 
 stack-down: ## Stop what stack-up started.
 	hack/stack.sh down
 
+.PHONY: stack-test
+stack-test: ## Test hack/stack.sh itself: up twice, up after kill -9 of a component, up under CPU load, down leaves nothing.
+	hack/stack-test.sh
+
 .PHONY: stack-status
 stack-status: ## Show what is running.
 	hack/stack.sh status
 
 .PHONY: demo
-demo: stack-up ## Run the demo flash sale on the local real stack.
+demo: ## Run the demo flash sale on the local real stack (starts what it needs: no envtest).
+	hack/stack.sh up --no-envtest
 	go run ./hack/demo
 
 ##@ Build

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # stack.sh — the real local stack the tests and the demo run on.
 #
-#   hack/stack.sh up      install (Debian packages, Maven jars, Go-built envtest
-#                         assets), configure and start everything; idempotent
-#   hack/stack.sh down    stop exactly what "up" started (pid files)
-#   hack/stack.sh status  what is running
+#   hack/stack.sh up [--no-envtest]
+#                         install (Debian packages, Maven jars, Go-built envtest
+#                         assets), configure and start everything. Idempotent in
+#                         every state: what runs (by pid file) is kept, what is
+#                         missing is started; a failure stops the background work
+#                         it started and names the one command to retry.
+#                         --no-envtest skips kube-apiserver/etcd (the demo)
+#   hack/stack.sh down    stop what "up" started (pid files), then any leftover of
+#                         ours (a process running from or naming .stack); checked
+#   hack/stack.sh status  what is running (exit 1 when something is down)
 #   hack/stack.sh env     print the env file the tests read
 #
 # Everything lives under STACK_DIR (default <repo>/.stack) and listens on
@@ -37,25 +43,12 @@ PG_USER=seckill
 PG_PASSWORD=seckill
 RMQ="$ROOT/hack/rocketmq/rmq.sh"
 
-# Topics and consumer groups. Names are shared with the Go code through
-# workloads/names (keep both lists in step; a test checks that every topic the
-# code uses exists).
-TOPICS_NORMAL="seckill-order-create seckill-order-events seckill-test-normal seckill-test-order-create seckill-test-order-events seckill-test-crash-create seckill-test-poison"
-TOPICS_DELAY="seckill-order-cancel seckill-test-delay"
-GROUPS_PROD="seckill-order-consumer seckill-projector seckill-canceller"
-GROUP_RETRIES=8 # names.RetryLimit
-# The DLQ replayers read messages that already used up another group's
-# attempts (the count carries over), so their limit must be higher.
-GROUPS_REPLAY="seckill-dlq-replayer seckill-test-replayer"
-REPLAY_RETRIES=32
-GROUPS_TEST="seckill-test-group seckill-test-delay-group seckill-test-dlq-group seckill-test-consumer seckill-test-projector seckill-test-crash seckill-test-canceller"
-TEST_GROUP_RETRIES=2
-GROUP_POISON=seckill-test-poison # retry 1: the DLQ test
+RMQ_RESOURCES="$ROOT/hack/rocketmq/resources.txt" # topics and groups, with types and retry counts
+OWN_DIRS="$STACK_DIR" # completed below with PostgreSQL's directory
 
-log() { printf '[stack] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+LOG_TAG=stack
+# shellcheck source=lib.sh
+. "$ROOT/hack/lib.sh"
 
 wait_port() { # <port> <name> [seconds]
   local i=0 max="${3:-60}"
@@ -80,6 +73,8 @@ install_packages() {
   apt_install redis-server redis-server redis-tools
   apt_install java openjdk-17-jre-headless
   apt_install mvn maven
+  apt_install jq jq
+  apt_install ss iproute2
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -96,6 +91,7 @@ pg_dir() {
   fi
 }
 PG_DIR="$(pg_dir)"
+OWN_DIRS="$STACK_DIR $PG_DIR"
 pg_up() {
   local data="$PG_DIR/data" sock="$PG_DIR/run"
   mkdir -p "$PG_DIR" "$sock"
@@ -117,7 +113,7 @@ EOF
   if runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
     log "PostgreSQL already running on $PG_PORT"
   else
-    port_busy "$PG_PORT" && die "port $PG_PORT is in use by something else"
+    claim_port "$PG_PORT" PostgreSQL
     runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" -l "$PG_DIR/server.log" -w -t 60 start >/dev/null
     log "PostgreSQL started on $PG_PORT"
   fi
@@ -138,10 +134,14 @@ pg_down() {
 # ---------------------------------------------------------------- Redis
 redis_start() { # <name> <port> [extra args...]
   local name="$1" port="$2"; shift 2
-  local dir="$STACK_DIR/redis/$name"
+  local dir="$STACK_DIR/redis/$name" a prev=""
   mkdir -p "$dir"
   if pid_alive "$dir/redis.pid"; then log "Redis $name already running on $port"; return 0; fi
-  port_busy "$port" && die "port $port is in use by something else"
+  claim_port "$port" "Redis $name"
+  for a in "$@"; do
+    [ "$prev" = --cluster-port ] && claim_port "$a" "cluster bus of Redis $name"
+    prev="$a"
+  done
   redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --save "" --appendonly no \
     --protected-mode no "$@"
@@ -157,29 +157,43 @@ redis_up() {
     # The cluster bus port defaults to port + 10000 (37001..), inside the
     # kernel's ephemeral range: an outgoing connection that happens to hold
     # it makes the node exit. Pin it next to the node instead.
-    port_busy $((p + 100)) && die "port $((p + 100)) (cluster bus of $p) is in use by something else"
     redis_start "cluster-$i" "$p" --cluster-enabled yes --cluster-config-file "nodes-$p.conf" --cluster-node-timeout 5000 \
       --cluster-port $((p + 100))
     nodes+=" 127.0.0.1:$p"
   done
-  if ! redis-cli -p "$CLUSTER_PORT" cluster info | grep -q 'cluster_state:ok'; then
-    if [ "$(redis-cli -p "$CLUSTER_PORT" cluster info | awk -F: '/cluster_known_nodes/ {print $2+0}')" -le 1 ]; then
-      # shellcheck disable=SC2086
-      redis-cli --cluster create $nodes --cluster-replicas 0 --cluster-yes >/dev/null
-    fi
-    local i=0
-    until redis-cli -p "$CLUSTER_PORT" cluster info | grep -q 'cluster_state:ok'; do
-      i=$((i + 1)); [ "$i" -le 30 ] || die "Redis Cluster did not reach cluster_state:ok"
-      sleep 1
-    done
-    log "Redis Cluster formed on $CLUSTER_PORT..$((CLUSTER_PORT + 2))"
-  fi
+  cluster_form "$nodes" || { log "Redis Cluster did not form: resetting its nodes and forming it again"; cluster_reset; cluster_form "$nodes"; } \
+    || die "Redis Cluster did not reach cluster_state:ok (see $STACK_DIR/redis/cluster-*/redis.log)"
   local i=0
   until redis-cli -p "$REPLICA_PORT" info replication | grep -q 'master_link_status:up'; do
     i=$((i + 1)); [ "$i" -le 30 ] || die "Redis replica did not connect to the primary"
     sleep 1
   done
   sentinel_up
+}
+
+# cluster_form <nodes>: create the cluster when no node knows another (a node
+# restarted alone rejoins from its nodes-<port>.conf), then wait for state ok.
+cluster_form() {
+  cluster_ok && return 0
+  if [ "$(redis-cli -p "$CLUSTER_PORT" cluster info | awk -F: '/cluster_known_nodes/ {print $2+0}')" -le 1 ]; then
+    # shellcheck disable=SC2086
+    redis-cli --cluster create $1 --cluster-replicas 0 --cluster-yes >/dev/null || return 1
+  fi
+  local i=0
+  until cluster_ok; do
+    i=$((i + 1)); [ "$i" -le 30 ] || return 1
+    sleep 1
+  done
+  log "Redis Cluster formed on $CLUSTER_PORT..$((CLUSTER_PORT + 2))"
+}
+cluster_ok() { redis-cli -p "$CLUSTER_PORT" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; }
+# The stack's cluster holds test data only: a half-formed one is emptied.
+cluster_reset() {
+  local i
+  for i in 0 1 2; do
+    redis-cli -p $((CLUSTER_PORT + i)) flushall >/dev/null 2>&1 || true
+    redis-cli -p $((CLUSTER_PORT + i)) cluster reset hard >/dev/null 2>&1 || true
+  done
 }
 
 # One Sentinel watching the primary (quorum 1): the workloads' sentinel mode
@@ -189,7 +203,7 @@ sentinel_up() {
   local dir="$STACK_DIR/redis/sentinel"
   mkdir -p "$dir"
   if pid_alive "$dir/redis.pid"; then log "Redis Sentinel already running on $SENTINEL_PORT"; return 0; fi
-  port_busy "$SENTINEL_PORT" && die "port $SENTINEL_PORT is in use by something else"
+  claim_port "$SENTINEL_PORT" "Redis Sentinel"
   cat > "$dir/sentinel.conf" <<CONF
 port $SENTINEL_PORT
 bind 127.0.0.1
@@ -224,23 +238,50 @@ redis_down() {
 rmq_up() {
   "$RMQ" fetch
   "$RMQ" start
-  # Topics and groups: one mqadmin JVM each, run side by side.
-  local t g pids=()
-  for t in $TOPICS_NORMAL; do "$RMQ" topic "$t" NORMAL & pids+=($!); done
-  for t in $TOPICS_DELAY; do "$RMQ" topic "$t" DELAY & pids+=($!); done
-  for g in $GROUPS_PROD; do "$RMQ" group "$g" "$GROUP_RETRIES" & pids+=($!); done
-  for g in $GROUPS_TEST; do "$RMQ" group "$g" "$TEST_GROUP_RETRIES" & pids+=($!); done
-  for g in $GROUPS_REPLAY; do "$RMQ" group "$g" "$REPLAY_RETRIES" & pids+=($!); done
-  "$RMQ" group "$GROUP_POISON" 1 & pids+=($!)
-  local p failed=0
-  for p in "${pids[@]}"; do wait "$p" || failed=1; done
-  [ "$failed" = 0 ] || die "creating RocketMQ topics or groups failed"
+  "$RMQ" ensure "$RMQ_RESOURCES"
 }
 rmq_down() { [ -d "$RMQ_RUN_DIR" ] && "$RMQ" stop || true; }
 
 # ---------------------------------------------------------------- envtest
-envtest_up() {
-  "$ROOT/hack/envtest-assets.sh" "$STACK_DIR/k8s"
+# kube-apiserver and etcd are built from Go modules (hack/envtest-assets.sh,
+# ~7 minutes on 2 cores the first time, seconds once cached). The build runs in
+# its own process group beside the rest of "up", so a failing "up" or "down"
+# stops all of it; the build script itself takes a lock, so two never run at once.
+ENVTEST_PID="$STACK_DIR/envtest-build.pid"
+ENVTEST_LOG="$STACK_DIR/envtest-build.log"
+envtest_start() {
+  envtest_stop
+  setsid "$ROOT/hack/envtest-assets.sh" "$STACK_DIR/k8s" > "$ENVTEST_LOG" 2>&1 < /dev/null &
+  echo $! > "$ENVTEST_PID"
+}
+envtest_stop() {
+  pid_alive "$ENVTEST_PID" || { rm -f "$ENVTEST_PID"; return 0; }
+  local pid; pid=$(cat "$ENVTEST_PID")
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  local i=0
+  while running "$pid" && [ "$i" -lt 20 ]; do sleep 0.5; i=$((i + 1)); done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  rm -f "$ENVTEST_PID"
+  log "stopped the envtest assets build (pid $pid)"
+}
+# envtest_wait: wait for the build, telling what is built and for how long.
+envtest_wait() {
+  local pid t0=$SECONDS next=$((SECONDS + 30)) rc=0
+  pid=$(cat "$ENVTEST_PID")
+  while running "$pid"; do
+    if [ "$SECONDS" -ge "$next" ]; then
+      log "envtest: still building kube-apiserver/etcd from Go modules (first time only, ~7 min on 2 cores): $((SECONDS - t0))s waited; now: $(grep '^\[envtest-assets\]' "$ENVTEST_LOG" | tail -n 1 | cut -c18-)"
+      next=$((SECONDS + 30))
+    fi
+    sleep 1
+  done
+  wait "$pid" 2>/dev/null || rc=$?
+  rm -f "$ENVTEST_PID"
+  if [ "$rc" != 0 ] || [ ! -s "$STACK_DIR/k8s/VERSIONS" ]; then
+    tail -n 30 "$ENVTEST_LOG" >&2
+    die "building envtest assets failed (log: $ENVTEST_LOG)"
+  fi
+  log "envtest assets: $(tr '\n' ' ' < "$STACK_DIR/k8s/VERSIONS")"
 }
 
 write_env() {
@@ -260,44 +301,80 @@ EOF
   mv "$ENV_FILE.tmp" "$ENV_FILE"
 }
 
+STEP=""
+on_up_exit() {
+  local rc=$?
+  [ "$rc" = 0 ] && return 0
+  envtest_stop
+  log "stack up FAILED while ${STEP:-starting}. What is already running stays up and is reused."
+  log "Fix the cause shown above, then retry with: make stack-up   (a clean start: make stack-down stack-up)"
+}
+
 cmd_up() {
+  local with_envtest=1
+  case "${1:-}" in
+    --no-envtest) with_envtest=0 ;;
+    "") ;;
+    *) die "up takes no argument but --no-envtest" ;;
+  esac
   mkdir -p "$STACK_DIR"
-  # The longest step (building kube-apiserver on a cold cache) runs beside the rest.
-  envtest_up > "$STACK_DIR/envtest-build.log" 2>&1 &
-  local envtest_pid=$!
-  install_packages
-  pg_up
-  redis_up
-  rmq_up
-  if ! wait "$envtest_pid"; then tail -n 30 "$STACK_DIR/envtest-build.log" >&2; die "building envtest assets failed"; fi
-  log "envtest assets: $(tr '\n' ' ' < "$STACK_DIR/k8s/VERSIONS")"
+  exec 9> "$STACK_DIR/.lock"
+  flock -n 9 || { log "another hack/stack.sh is running here; waiting for it"; flock 9; }
+  trap on_up_exit EXIT
+  local t0=$SECONDS
+  # "9>&-": the servers started below must not inherit the lock.
+  if [ "$with_envtest" = 1 ]; then
+    STEP="starting the envtest build"; envtest_start 9>&-
+  fi
+  STEP="installing packages"; install_packages 9>&-
+  STEP="starting PostgreSQL"; pg_up 9>&-
+  STEP="starting Redis"; redis_up 9>&-
+  STEP="starting RocketMQ"; rmq_up 9>&-
+  if [ "$with_envtest" = 1 ]; then
+    STEP="building envtest assets"; envtest_wait
+  fi
   write_env
-  log "stack is up; endpoints in $ENV_FILE:"
+  log "stack is up after $((SECONDS - t0))s$([ "$with_envtest" = 1 ] || echo ' (without envtest)'); endpoints in $ENV_FILE:"
   grep -v '^#' "$ENV_FILE" >&2
 }
 
 cmd_down() {
+  mkdir -p "$STACK_DIR"
+  exec 9> "$STACK_DIR/.lock"
+  flock -w 60 9 || log "another hack/stack.sh holds the lock; stopping anyway"
+  envtest_stop
   rmq_down
   redis_down
   pg_down
+  # Anything of ours without a pid file (a leftover of a crashed run).
+  local p left
+  for p in $(our_pids); do
+    log "stopping leftover pid $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-100)"
+    stop_pid "$p"
+  done
+  left=$(our_pids)
+  [ -z "$left" ] || die "still running after down: $left"
+  log "stack is down: no process of ours is running"
 }
 
 cmd_status() {
-  local data="$PG_DIR/data"
-  runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1 && echo "postgresql: up ($PG_PORT)" || echo "postgresql: down"
-  local f
-  for f in "$STACK_DIR"/redis/*/redis.pid; do
-    [ -f "$f" ] && pid_alive "$f" && echo "redis $(basename "$(dirname "$f")"): up"
+  local data="$PG_DIR/data" f rc=0
+  runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1 && echo "postgresql: up ($PG_PORT)" || { echo "postgresql: down"; rc=1; }
+  for f in primary replica sentinel cluster-0 cluster-1 cluster-2; do
+    pid_alive "$STACK_DIR/redis/$f/redis.pid" && echo "redis $f: up (pid $(cat "$STACK_DIR/redis/$f/redis.pid"))" || { echo "redis $f: down"; rc=1; }
   done
-  pid_alive "$RMQ_RUN_DIR/namesrv.pid" && echo "rocketmq namesrv: up ($RMQ_NAMESRV_PORT)" || echo "rocketmq namesrv: down"
-  pid_alive "$RMQ_RUN_DIR/proxy.pid" && echo "rocketmq broker+proxy: up (gRPC $RMQ_GRPC_PORT)" || echo "rocketmq broker+proxy: down"
-  [ -f "$STACK_DIR/k8s/VERSIONS" ] && echo "envtest: $(tr '\n' ' ' < "$STACK_DIR/k8s/VERSIONS")" || echo "envtest: not built"
+  pid_alive "$RMQ_RUN_DIR/namesrv.pid" && echo "rocketmq namesrv: up ($RMQ_NAMESRV_PORT)" || { echo "rocketmq namesrv: down"; rc=1; }
+  pid_alive "$RMQ_RUN_DIR/proxy.pid" && echo "rocketmq broker+proxy: up (gRPC $RMQ_GRPC_PORT)" || { echo "rocketmq broker+proxy: down"; rc=1; }
+  if pid_alive "$ENVTEST_PID"; then echo "envtest: building (pid $(cat "$ENVTEST_PID"), log $ENVTEST_LOG)"
+  elif [ -f "$STACK_DIR/k8s/VERSIONS" ]; then echo "envtest: $(tr '\n' ' ' < "$STACK_DIR/k8s/VERSIONS")"
+  else echo "envtest: not built"; fi
+  return "$rc"
 }
 
 case "${1:-}" in
-  up) cmd_up ;;
+  up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) cat "$ENV_FILE" ;;
-  *) sed -n '2,17p' "$0"; exit 2 ;;
+  *) sed -n '2,23p' "$0"; exit 2 ;;
 esac

@@ -4,6 +4,11 @@
 #
 #   rmq.sh fetch                        mvn copies the jars into the cache (once per version)
 #   rmq.sh start                        namesrv, then broker+proxy; waits until both answer
+#   rmq.sh ensure <spec-file>          creates what the spec lists that the broker lacks
+#                                       (lines "topic <name> <NORMAL|DELAY|FIFO|TRANSACTION>",
+#                                       "group <name> <retryMaxTimes>"), in two batch calls,
+#                                       retried with backoff until RMQ_ADMIN_DEADLINE (300 s),
+#                                       then reads everything back (exportMetadata) to verify
 #   rmq.sh topic  <name> <NORMAL|DELAY|FIFO|TRANSACTION> [queues]
 #   rmq.sh group  <name> <retryMaxTimes>
 #   rmq.sh admin  <mqadmin sub-command and args>   (-n is added)
@@ -35,8 +40,10 @@ if [ -z "${JAVA:-}" ]; then
   fi
 fi
 
-log() { printf '[rocketmq] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+LOG_TAG=rocketmq
+OWN_DIRS="$RUN"
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
 
 # JDK 17 needs these module flags for the store's direct-buffer paths; the
 # distribution scripts pass none. user.home redirects logs, store and kv config
@@ -54,8 +61,7 @@ render() {
       -e "s#@GRPC_PORT@#$GRPC_PORT#g" -e "s#@REMOTING_PORT@#$REMOTING_PORT#g" "$1"
 }
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+alive() { pid_alive "$RUN/$1.pid"; }
 
 cmd_fetch() {
   if compgen -G "$LIB/rocketmq-proxy-$VERSION.jar" >/dev/null; then
@@ -90,7 +96,7 @@ cmd_start() {
   if alive namesrv; then
     log "namesrv already running (pid $(cat "$RUN/namesrv.pid"))"
   else
-    port_busy "$NAMESRV_PORT" && die "port $NAMESRV_PORT is in use by something else"
+    claim_port "$NAMESRV_PORT" "RocketMQ name server"
     render "$HERE/conf/namesrv.properties.template" > "$RUN/home/conf/namesrv.properties"
     # shellcheck disable=SC2046
     nohup "$JAVA" $(common_opts) -Xms128m -Xmx256m \
@@ -104,7 +110,7 @@ cmd_start() {
     log "broker+proxy already running (pid $(cat "$RUN/proxy.pid"))"
   else
     for p in "$BROKER_PORT" $((BROKER_PORT - 2)) $((BROKER_PORT + 1)) "$GRPC_PORT" "$REMOTING_PORT"; do
-      port_busy "$p" && die "port $p is in use by something else"
+      claim_port "$p" "RocketMQ broker/proxy"
     done
     local used
     used=$(df -P "$RUN/store" | awk 'NR==2 {gsub("%","",$5); print $5}')
@@ -127,9 +133,9 @@ cmd_start() {
 # registered with the name server; topics and groups can only be created
 # once the cluster is known there.
 wait_registered() {
-  local i=0
+  local deadline=$((SECONDS + START_TIMEOUT))
   until cmd_admin clusterList 2>/dev/null | grep -q "broker-a"; do
-    i=$((i + 1)); [ "$i" -le 60 ] || die "broker not registered with the name server after 60 tries"
+    [ "$SECONDS" -lt "$deadline" ] || die "broker not registered with the name server after ${START_TIMEOUT}s"
     alive proxy || die "proxy exited (see $RUN/proxy.out)"
     sleep 1
   done
@@ -160,16 +166,77 @@ cmd_group() {
   log "group $1 (retryMaxTimes=$2)"
 }
 
+ADMIN_DEADLINE="${RMQ_ADMIN_DEADLINE:-300}"
+
+# unmet <spec> <metadata.json>: the spec lines the broker's metadata does not satisfy.
+unmet() {
+  jq -r --rawfile spec "$1" '
+    . as $m
+    | $spec | split("\n")[] | sub("#.*"; "") | select(test("\\S"))
+    | [splits(" +")] | map(select(length > 0))
+    | if .[0] == "topic" then
+        (if ($m.topicConfigTable[.[1]].attributes["message.type"] // "") == .[2] then empty else join(" ") end)
+      elif .[0] == "group" then
+        (if (($m.subscriptionGroupTable[.[1]].retryMaxTimes // -1) | tostring) == .[2]
+           and ($m.subscriptionGroupTable[.[1]].consumeEnable // false) then empty else join(" ") end)
+      else error("bad spec line: " + join(" ")) end' "$2"
+}
+
+# One JVM reads back every topic and group of the cluster.
+export_metadata() { # <dir>
+  rm -rf "$1" && mkdir -p "$1"
+  cmd_admin exportMetadata -c DefaultCluster -f "$1" >> "$RUN/admin.log" 2>&1 && [ -s "$1/metadata.json" ]
+}
+
+# Two JVMs (one per batch) create or correct what is missing.
+apply_unmet() { # <unmet lines> <dir>
+  local topics groups rc=0
+  topics=$(grep '^topic ' <<<"$1" | jq -R -s 'split("\n") | map(select(length > 0) | split(" ")
+    | {topicName: .[1], readQueueNums: 4, writeQueueNums: 4, perm: 6, attributes: {"+message.type": .[2]}})')
+  groups=$(grep '^group ' <<<"$1" | jq -R -s 'split("\n") | map(select(length > 0) | split(" ")
+    | {groupName: .[1], retryMaxTimes: (.[2] | tonumber), consumeEnable: true})')
+  if [ "$topics" != "[]" ]; then
+    printf '%s' "$topics" > "$2/topics.json"
+    cmd_admin updateTopicList -c DefaultCluster -f "$2/topics.json" >> "$RUN/admin.log" 2>&1 || rc=1
+  fi
+  if [ "$groups" != "[]" ]; then
+    printf '%s' "$groups" > "$2/groups.json"
+    cmd_admin updateSubGroupList -c DefaultCluster -f "$2/groups.json" >> "$RUN/admin.log" 2>&1 || rc=1
+  fi
+  return "$rc"
+}
+
+cmd_ensure() { # <spec-file>
+  local spec="$1" dir="$RUN/admin" deadline=$((SECONDS + ADMIN_DEADLINE)) delay=2 missing="(not read yet)" wanted
+  [ -r "$spec" ] || die "no spec file $spec"
+  command -v jq >/dev/null || die "jq is not installed (apt-get install jq)"
+  wanted=$(grep -cE '^(topic|group) ' "$spec")
+  while :; do
+    if export_metadata "$dir"; then
+      missing=$(unmet "$spec" "$dir/metadata.json") || die "reading $dir/metadata.json failed"
+      if [ -z "$missing" ]; then
+        log "all $wanted topics and groups of $(basename "$spec") verified on the broker"
+        return 0
+      fi
+      log "creating $(wc -l <<<"$missing") of $wanted topics/groups"
+      apply_unmet "$missing" "$dir" || log "an admin call failed (will retry; see $RUN/admin.log)"
+    else
+      log "reading the broker's metadata failed (will retry; see $RUN/admin.log)"
+    fi
+    [ "$SECONDS" -lt "$deadline" ] || die "topics/groups still missing or wrong after ${ADMIN_DEADLINE}s: $(tr '\n' ';' <<<"$missing") (see $RUN/admin.log)"
+    sleep "$delay"
+    delay=$((delay * 2 > 15 ? 15 : delay * 2))
+  done
+}
+
 cmd_stop() { # [names...] (default: proxy namesrv)
   local f pid names=("$@")
   [ ${#names[@]} -gt 0 ] || names=(proxy namesrv)
   for f in "${names[@]}"; do
     [ -f "$RUN/$f.pid" ] || continue
     pid="$(cat "$RUN/$f.pid")"
-    if kill -0 "$pid" 2>/dev/null; then
-      kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    if running "$pid"; then
+      stop_pid "$pid" "$f"
       log "stopped $f (pid $pid)"
     fi
     rm -f "$RUN/$f.pid"
@@ -182,7 +249,8 @@ case "${1:-}" in
   stop)  cmd_stop ;;
   stop-broker) cmd_stop proxy ;;
   admin) shift; cmd_admin "$@" ;;
+  ensure) shift; cmd_ensure "$@" ;;
   topic) shift; cmd_topic "$@" ;;
   group) shift; cmd_group "$@" ;;
-  *) sed -n '2,15p' "$0"; exit 2 ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

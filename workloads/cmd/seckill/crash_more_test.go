@@ -90,11 +90,11 @@ func TestGatewayCrashThenScannerResends(t *testing.T) {
 			requestID := ids.NewRandom().String()
 
 			// The gateway dies while answering the request.
-			crashAt(t, bin, fp, func() {
+			crashAt(t, bin, fp, crashOpts{trigger: func() {
 				waitReady(t, addr)
 				code, body, err := postReservation(addr, activity, 77, requestID)
 				require.Error(t, err, "the process died before answering; got %d %s", code, body)
-			}, gw...)
+			}}, gw...)
 			due, err := rdb.ZRange(ctx, sl.SendDue(), 0, -1).Result()
 			require.NoError(t, err)
 			require.Len(t, due, 1, "the reservation waits for its send")
@@ -178,7 +178,7 @@ func TestCompensatorCrashAfterLuaThenRestart(t *testing.T) {
 
 	args := []string{"compensator", "-pg-dsn", pool.Config().ConnString(), "-redis-addrs", testenv.Get(t, "SECKILL_REDIS_ADDR"),
 		"-lease", "2s", "-metrics-addr", "0"}
-	crashAt(t, bin, "after_compensation_lua", nil, args...)
+	crashAt(t, bin, "after_compensation_lua", crashOpts{}, args...)
 	require.Equal(t, 1, stock(), "the Lua ran before the crash")
 	var task, reservation string
 	state := func() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +63,12 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 			require.NoError(t, err)
 
 			// First run: dies at the failpoint (exit 137, like kill -9).
-			crashAt(t, bin, fp, nil, args...)
+			crashAt(t, bin, fp, crashOpts{explain: func() string {
+				var inbox int
+				_ = pool.QueryRow(ctx, `SELECT count(*) FROM consumer_inbox WHERE message_id = $1`, msg.MessageID).Scan(&inbox)
+				return fmt.Sprintf("waited for the consumer to receive message %s (sent at %s) and reach the failpoint; its inbox rows: %d",
+					msg.MessageID, time.UnixMilli(now).Format(time.RFC3339Nano), inbox)
+			}}, args...)
 			orders := func() int {
 				var n int
 				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE reservation_id = $1`, rid).Scan(&n))
@@ -86,10 +92,20 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 	}
 }
 
+// crashOpts: trigger, when set, runs once the process has started (e.g. a
+// request); explain, when set, says what was awaited if the failpoint never fires.
+// crashWait bounds the wait for a failpoint: a start-up, a first broker
+// route and a long poll, on a loaded machine.
+const crashWait = 120 * time.Second
+
+type crashOpts struct {
+	trigger func()
+	explain func() string
+}
+
 // crashAt runs the binary with the failpoint switched on and waits until it
 // dies there (exit 137, like kill -9).
-// trigger, when set, runs once the process has started (e.g. a request).
-func crashAt(t *testing.T, bin, fp string, trigger func(), args ...string) {
+func crashAt(t *testing.T, bin, fp string, o crashOpts, args ...string) {
 	t.Helper()
 	crashing := exec.Command(bin, args...)
 	crashing.Env = append(os.Environ(), "SECKILL_FAILPOINTS="+fp)
@@ -98,7 +114,7 @@ func crashAt(t *testing.T, bin, fp string, trigger func(), args ...string) {
 	require.NoError(t, crashing.Start())
 	done := make(chan error, 1)
 	go func() { done <- crashing.Wait() }()
-	if trigger != nil {
+	if o.trigger != nil {
 		// A trigger that fails the test (the process never got ready) stops
 		// the process and shows what it printed.
 		t.Cleanup(func() {
@@ -110,7 +126,7 @@ func crashAt(t *testing.T, bin, fp string, trigger func(), args ...string) {
 				t.Logf("%s %s (failpoint %s):\n%s", filepath.Base(bin), args[0], fp, stderr.String())
 			}
 		})
-		trigger()
+		o.trigger()
 	}
 	select {
 	case err := <-done:
@@ -118,9 +134,13 @@ func crashAt(t *testing.T, bin, fp string, trigger func(), args ...string) {
 		require.True(t, errors.As(err, &ee), "exit: %v\n%s", err, stderr.String())
 		require.Equal(t, 137, ee.ExitCode(), stderr.String())
 		require.Contains(t, stderr.String(), "failpoint "+fp)
-	case <-time.After(90 * time.Second):
+	case <-time.After(crashWait):
 		_ = crashing.Process.Kill()
-		t.Fatalf("the failpoint %s never fired:\n%s", fp, stderr.String())
+		what := "waited for the process to reach it"
+		if o.explain != nil {
+			what = o.explain()
+		}
+		t.Fatalf("the failpoint %s never fired within %s: %s; the process printed:\n%s", fp, crashWait, what, stderr.String())
 	}
 }
 

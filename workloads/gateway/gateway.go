@@ -43,14 +43,40 @@ const (
 	CodeRateLimited        = "RATE_LIMITED"
 	CodeServiceUnavailable = "SERVICE_UNAVAILABLE"
 	CodeNotFound           = "NOT_FOUND"
+
+	// What GET /v1/reservations/{id} answers once the reservation moved on
+	// (QUEUED while it has not).
+	CodeOrderCreated  = "ORDER_CREATED"
+	CodeOrderRejected = "ORDER_REJECTED"
+	CodeCompensated   = "COMPENSATED"
+	CodeCancelled     = "CANCELLED"
+	CodePaid          = "PAID"
+	CodeManualReview  = "MANUAL_REVIEW"
 )
+
+// statusCodes maps a reservation's status (Redis projection or PostgreSQL)
+// to the code GET answers; a status not listed is still in progress (QUEUED).
+var statusCodes = map[string]string{
+	"ORDER_CREATED": CodeOrderCreated, "ORDER_REJECTED": CodeOrderRejected, "COMPENSATING": CodeOrderRejected,
+	"COMPENSATED": CodeCompensated, "CANCELLED": CodeCancelled, "PAID": CodePaid, "MANUAL_REVIEW": CodeManualReview,
+}
+
+// StatusCode is the code GET answers for a reservation status.
+func StatusCode(status string) string {
+	if c, ok := statusCodes[status]; ok {
+		return c
+	}
+	return CodeQueued
+}
 
 var httpStatus = map[string]int{
 	CodeQueued: http.StatusAccepted, CodeSoldOut: http.StatusConflict, CodeAlreadyPurchased: http.StatusConflict,
 	CodeNotStarted: http.StatusForbidden, CodePaused: http.StatusForbidden, CodeEnded: http.StatusGone,
 	CodeInvalid: http.StatusBadRequest, CodeUnauthenticated: http.StatusUnauthorized,
 	CodeRateLimited: http.StatusTooManyRequests, CodeServiceUnavailable: http.StatusServiceUnavailable,
-	CodeNotFound: http.StatusNotFound,
+	CodeNotFound:     http.StatusNotFound,
+	CodeOrderCreated: http.StatusOK, CodeOrderRejected: http.StatusOK, CodeCompensated: http.StatusOK,
+	CodeCancelled: http.StatusOK, CodePaid: http.StatusOK, CodeManualReview: http.StatusOK,
 }
 
 // Sender sends an order-create message (the mq.Producer).
@@ -72,6 +98,13 @@ type Config struct {
 	SendAttempts     int
 	SendTimeout      time.Duration
 	RatePerSecond    int // 0: no limit
+	// StuckAfter is how long the entry breaker may stay open while Redis and
+	// the broker answer before /healthz reports the process unhealthy (so
+	// that it is restarted): default 60 s.
+	StuckAfter time.Duration
+	// BrokerReachable, when set, tells /healthz whether the broker answers
+	// (e.g. a TCP connect to its endpoint).
+	BrokerReachable func(context.Context) error
 	// Failpoint, when set, is called at after_redis_reserve and
 	// after_mq_send_before_redis_mark (seed §13.3; test builds only).
 	Failpoint func(name string) error
@@ -125,7 +158,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/activities/{activity}/skus/{sku}/reservations", s.reserve)
 	mux.HandleFunc("GET /v1/reservations/{id}", s.status)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /healthz", s.healthy)
 	mux.HandleFunc("GET /readyz", s.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	return mux
@@ -222,9 +255,18 @@ func (s *Server) doReserve(r *http.Request) answer {
 		return answer{Code: CodeRateLimited, Message: "too many requests, retry with the same request_id"}
 	}
 	now := s.now()
-	if !s.breaker.Allow(now) {
+	allowed, ticket := s.breaker.Allow(now)
+	if !allowed {
 		return answer{Code: CodeServiceUnavailable, Message: "order queue unavailable, retry later with the same request_id"}
 	}
+	// A half-open trial that ends without a send (sold out, a replay, an
+	// error) is given back at once; a send records its outcome itself.
+	sent := false
+	defer func() {
+		if !sent {
+			s.breaker.Release(ticket)
+		}
+	}()
 	slot := redisstore.Slot{ActivityID: activity, SKUID: sku, Bucket: redisstore.BucketFor(user, buckets)}
 	rid := s.ring.ReservationID(ids.ReservationKey{ActivityID: activity, SKUID: sku, UserID: user, RequestID: req.RequestID})
 	mid, err := s.ring.MessageID(rid, 1)
@@ -248,6 +290,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 		if err := s.failpoint("after_redis_reserve"); err != nil {
 			return answer{Code: CodeServiceUnavailable, Message: "retry with the same request_id"}
 		}
+		sent = true
 		s.send(r.Context(), rr)
 		return answer{Code: CodeQueued, ReservationID: rid.String(), Message: "accepted, the order is being created"}
 	case redisstore.ReserveReplayed:
@@ -329,7 +372,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		if err != nil || h == nil || h["user_id"] != strconv.FormatInt(user, 10) {
 			continue
 		}
-		s.write(w, answer{Code: CodeQueued, ReservationID: id.String(), Status: h["status"], OrderID: h["order_id"]})
+		s.write(w, answer{Code: StatusCode(h["status"]), ReservationID: id.String(), Status: h["status"], OrderID: h["order_id"]})
 		return
 	}
 	// PostgreSQL, the authority, when Redis does not have it.
@@ -340,7 +383,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		var reason *string
 		err := s.pg.QueryRow(r.Context(), `SELECT status, user_id, order_id, reason_code FROM inventory_reservation WHERE reservation_id = $1`, id).Scan(&st, &owner, &orderID, &reason)
 		if err == nil && owner == user {
-			a := answer{Code: CodeQueued, ReservationID: id.String(), Status: st}
+			a := answer{Code: StatusCode(st), ReservationID: id.String(), Status: st}
 			if orderID != nil {
 				a.OrderID = orderID.String()
 			}
@@ -356,6 +399,30 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.write(w, answer{Code: CodeNotFound, Message: "no such reservation"})
+}
+
+// healthy is liveness: "this process can still do its job". A gateway whose
+// breaker has refused reservations for longer than StuckAfter while Redis and
+// the broker both answer is stuck, and says so; while a dependency is down
+// it stays live (a restart would not help).
+func (s *Server) healthy(w http.ResponseWriter, r *http.Request) {
+	stuck := s.cfg.StuckAfter
+	if stuck <= 0 {
+		stuck = time.Minute
+	}
+	openFor := s.breaker.OpenFor(s.now())
+	if openFor <= stuck {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if s.redis.Client().Ping(ctx).Err() != nil || (s.cfg.BrokerReachable != nil && s.cfg.BrokerReachable(ctx) != nil) {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	s.log.Error("refusing reservations while Redis and the broker answer: reporting unhealthy", "breaker_open_for", openFor.Round(time.Second).String())
+	s.write(w, answer{Code: CodeServiceUnavailable, Message: fmt.Sprintf("entry breaker open for %s while its dependencies answer", openFor.Round(time.Second))})
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {

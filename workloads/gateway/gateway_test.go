@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ type fixture struct {
 	slot     redisstore.Slot
 }
 
-func newFixture(t *testing.T, stock int64, sender gateway.Sender) *fixture {
+func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*gateway.Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	rdb := testenv.RedisSingle(t)
@@ -64,9 +65,13 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender) *fixture {
 		sender = p
 	}
 	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("gateway-test-id-key-0123456789abcd")})
-	g := gateway.New(gateway.Config{ActivityID: activity, SKUs: map[int64]int{7: 1, 8: 4}, Topic: "seckill-test-normal",
+	cfg := gateway.Config{ActivityID: activity, SKUs: map[int64]int{7: 1, 8: 4}, Topic: "seckill-test-normal",
 		TokenKey: tokenKey, BusinessDeadline: 5 * time.Minute, SendGrace: 5 * time.Second, RequestTTL: time.Minute,
-		SendAttempts: 1, SendTimeout: 2 * time.Second}, rs, testenv.Database(t), sender, ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		SendAttempts: 1, SendTimeout: 2 * time.Second}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	g := gateway.New(cfg, rs, testenv.Database(t), sender, ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot}
@@ -208,6 +213,38 @@ func TestBrokerFailuresOpenTheBreaker(t *testing.T) {
 	n, err := f.rdb.ZCard(context.Background(), f.slot.SendDue()).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(5), n, "every unsent reservation waits in send_due")
+}
+
+// Liveness: a breaker open for longer than StuckAfter while Redis and the
+// broker answer makes /healthz fail (the process should be restarted); while
+// the broker does not answer, it stays live (a restart would not help).
+func TestHealthzReportsAStuckBreaker(t *testing.T) {
+	var brokerDown atomic.Bool
+	f := newFixture(t, 100, failingSender{}, func(c *gateway.Config) {
+		c.StuckAfter = time.Second
+		c.BrokerReachable = func(context.Context) error {
+			if brokerDown.Load() {
+				return errors.New("connection refused")
+			}
+			return nil
+		}
+	})
+	healthz := func() int {
+		resp, err := http.Get(f.srv.URL + "/healthz")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, healthz())
+	for u := range 5 { // the threshold: the breaker opens
+		require.Equal(t, gateway.CodeQueued, f.post(t, f.path(), bearer(int64(300+u)), body(ids.NewRandom())).Code)
+	}
+	require.Equal(t, http.StatusServiceUnavailable, f.post(t, f.path(), bearer(400), body(ids.NewRandom())).status)
+	require.Equal(t, http.StatusOK, healthz(), "open for less than StuckAfter")
+	time.Sleep(1100 * time.Millisecond)
+	require.Equal(t, http.StatusServiceUnavailable, healthz(), "open past StuckAfter while everything answers")
+	brokerDown.Store(true)
+	require.Equal(t, http.StatusOK, healthz(), "the broker is away: a restart would not help")
 }
 
 // Seed §13.2 at the entry: 1,000 concurrent requests of one user with

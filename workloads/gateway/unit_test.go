@@ -10,17 +10,77 @@ import (
 )
 
 func TestBreaker(t *testing.T) {
-	b := &Breaker{Threshold: 3, Cooldown: time.Second}
 	t0 := time.Unix(0, 0)
-	for range 3 {
-		require.True(t, b.Allow(t0))
-		b.Record(false, t0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	open := func() *Breaker {
+		b := &Breaker{Threshold: 3, Cooldown: time.Second, TrialLease: 2 * time.Second}
+		for range 3 {
+			ok, _ := b.Allow(t0)
+			require.True(t, ok)
+			b.Record(false, t0)
+		}
+		return b
 	}
-	require.False(t, b.Allow(t0.Add(500*time.Millisecond)), "open")
-	require.True(t, b.Allow(t0.Add(2*time.Second)), "half-open trial")
-	require.False(t, b.Allow(t0.Add(2*time.Second)), "one trial at a time")
-	b.Record(true, t0.Add(2*time.Second))
-	require.True(t, b.Allow(t0.Add(2*time.Second)), "closed after a success")
+	allowed := func(b *Breaker, now time.Time) bool { ok, _ := b.Allow(now); return ok }
+
+	t.Run("open, half-open trial, closed on success", func(t *testing.T) {
+		b := open()
+		require.False(t, allowed(b, at(500*time.Millisecond)), "open")
+		require.True(t, b.Open(at(500*time.Millisecond)))
+		require.Equal(t, 500*time.Millisecond, b.OpenFor(at(500*time.Millisecond)))
+		require.True(t, allowed(b, at(2*time.Second)), "half-open trial")
+		require.False(t, allowed(b, at(2*time.Second)), "one trial at a time")
+		require.True(t, b.Open(at(2*time.Second)), "not ready while the trial is in flight")
+		b.Record(true, at(2*time.Second))
+		require.True(t, allowed(b, at(2*time.Second)), "closed after a success")
+		require.False(t, b.Open(at(2*time.Second)))
+		require.Zero(t, b.OpenFor(at(3*time.Second)))
+	})
+	t.Run("a failed trial opens it for another cooldown", func(t *testing.T) {
+		b := open()
+		require.True(t, allowed(b, at(2*time.Second)))
+		b.Record(false, at(2*time.Second))
+		require.False(t, allowed(b, at(2500*time.Millisecond)))
+		require.True(t, allowed(b, at(3*time.Second)), "the next trial after the cooldown")
+		require.Equal(t, 3*time.Second, b.OpenFor(at(3*time.Second)), "open since the first opening")
+	})
+	t.Run("a trial that did not send is released", func(t *testing.T) {
+		b := open()
+		ok, ticket := b.Allow(at(2 * time.Second))
+		require.True(t, ok)
+		b.Release(ticket) // e.g. SOLD_OUT or a replay: no send, no outcome
+		require.True(t, allowed(b, at(2*time.Second)), "another request is the trial")
+	})
+	t.Run("a trial nobody reports on expires", func(t *testing.T) {
+		b := open()
+		require.True(t, allowed(b, at(2*time.Second)))
+		require.False(t, allowed(b, at(3*time.Second)), "lease running")
+		require.True(t, allowed(b, at(4*time.Second)), "lease expired: a new trial")
+	})
+	t.Run("releasing a closed-state ticket changes nothing", func(t *testing.T) {
+		b := &Breaker{Threshold: 3, Cooldown: time.Second}
+		ok, ticket := b.Allow(t0)
+		require.True(t, ok)
+		b.Release(ticket)
+		require.False(t, b.Open(t0))
+	})
+}
+
+// GET answers a code that tells where the reservation is, never QUEUED for
+// one that already has its outcome.
+func TestStatusCode(t *testing.T) {
+	for status, code := range map[string]string{
+		"": CodeQueued, "RESERVED": CodeQueued, "ORDER_CREATED": CodeOrderCreated, "ORDER_REJECTED": CodeOrderRejected,
+		"COMPENSATING": CodeOrderRejected, "COMPENSATED": CodeCompensated, "CANCELLED": CodeCancelled, "PAID": CodePaid,
+		"MANUAL_REVIEW": CodeManualReview,
+	} {
+		require.Equal(t, code, StatusCode(status), status)
+		want := 200
+		if code == CodeQueued {
+			want = 202
+		}
+		require.Equal(t, want, httpStatus[code], status)
+	}
 }
 
 func TestVerifyToken(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -52,30 +53,84 @@ type Message struct {
 	Properties map[string]string
 }
 
-// Producer sends messages.
+// Producer sends messages. After a broker or proxy restart the client
+// library may keep failing (a restarted proxy has lost its settings); after
+// reconnectAfter failed sends in a row the client is started afresh, once at
+// a time, in the background, while sends go on with the old one.
 type Producer struct {
-	p rmq.Producer
+	endpoint string
+	topics   []string
+
+	mu         sync.Mutex
+	p          rmq.Producer
+	failures   int // consecutive failed sends
+	restarting bool
 }
 
 // NewProducer starts a producer for the given topics; it fails when a topic
 // does not exist on the broker.
 func NewProducer(endpoint string, topics ...string) (*Producer, error) {
 	quietClientLog()
-	var p rmq.Producer
-	err := startRetrying(func() error {
-		var err error
-		if p, err = rmq.NewProducer(config(endpoint, ""), rmq.WithTopics(topics...), rmq.WithMaxAttempts(1)); err != nil {
-			return fmt.Errorf("creating RocketMQ producer: %w", err)
-		}
-		if err := p.Start(); err != nil {
-			return fmt.Errorf("starting RocketMQ producer for %v: %w", topics, err)
-		}
-		return nil
-	})
+	pr := &Producer{endpoint: endpoint, topics: topics}
+	p, err := pr.start()
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{p: p}, nil
+	pr.p = p
+	return pr, nil
+}
+
+func (pr *Producer) start() (rmq.Producer, error) {
+	var p rmq.Producer
+	err := startRetrying(func() error {
+		var err error
+		if p, err = rmq.NewProducer(config(pr.endpoint, ""), rmq.WithTopics(pr.topics...), rmq.WithMaxAttempts(1)); err != nil {
+			return fmt.Errorf("creating RocketMQ producer: %w", err)
+		}
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("starting RocketMQ producer for %v: %w", pr.topics, err)
+		}
+		return nil
+	})
+	return p, err
+}
+
+func (pr *Producer) client() rmq.Producer {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.p
+}
+
+// sent counts a send's outcome; a failure past the limit (or one that says
+// the proxy lost the settings) starts a fresh client in the background.
+func (pr *Producer) sent(err error) {
+	pr.mu.Lock()
+	if err == nil {
+		pr.failures = 0
+		pr.mu.Unlock()
+		return
+	}
+	pr.failures++
+	restart := (settingsLost(err) || pr.failures >= reconnectAfter) && !pr.restarting
+	if restart {
+		pr.restarting = true
+	}
+	pr.mu.Unlock()
+	if !restart {
+		return
+	}
+	go func() {
+		p, serr := pr.start()
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		pr.restarting = false
+		if serr != nil {
+			return // the broker is still away: the next failures try again
+		}
+		old := pr.p
+		pr.p, pr.failures = p, 0
+		go func() { _ = old.GracefulStop() }()
+	}()
 }
 
 // startRetrying retries a client start that failed on the client library's
@@ -115,7 +170,9 @@ func (p *Producer) Send(ctx context.Context, m Message) (string, error) {
 	if !m.DeliverAt.IsZero() {
 		msg.SetDelayTimestamp(m.DeliverAt)
 	}
-	receipts, err := withContext(ctx, func() ([]*rmq.SendReceipt, error) { return p.p.Send(ctx, msg) })
+	client := p.client()
+	receipts, err := withContext(ctx, func() ([]*rmq.SendReceipt, error) { return client.Send(ctx, msg) })
+	p.sent(err)
 	if err != nil {
 		return "", fmt.Errorf("sending message %s to %s: %w", m.MessageID, m.Topic, err)
 	}
@@ -126,7 +183,7 @@ func (p *Producer) Send(ctx context.Context, m Message) (string, error) {
 }
 
 // Close stops the producer.
-func (p *Producer) Close() error { return p.p.GracefulStop() }
+func (p *Producer) Close() error { return p.client().GracefulStop() }
 
 // Delivery is one received message.
 type Delivery struct {
@@ -286,6 +343,19 @@ func (c *Consumer) Retry(d Delivery, delay time.Duration) error {
 
 // Close stops the consumer.
 func (c *Consumer) Close() error { return c.client().GracefulStop() }
+
+// Reachable reports whether the broker's endpoint (the first of a
+// ";"-separated list) accepts a TCP connection: a liveness probe's view of
+// "the broker answers", not a proof that sends will succeed.
+func Reachable(ctx context.Context, endpoint string) error {
+	addr, _, _ := strings.Cut(endpoint, ";")
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("dialing the broker at %s: %w", addr, err)
+	}
+	return c.Close()
+}
 
 // IsTopicNotFound reports whether err says the topic does not exist (for a
 // DLQ: nothing was ever dead-lettered in that group).

@@ -1,11 +1,24 @@
 package pipeline_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/workloads/gateway"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
@@ -65,4 +78,167 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 	require.Equal(t, buyers, count(t, h.pool, `SELECT count(*) FROM consumer_inbox WHERE consumer_group = 'seckill-test-consumer' AND reservation_id IN (SELECT reservation_id FROM inventory_reservation WHERE activity_id = $1)`, h.activity),
 		"one inbox row per message whatever was redelivered")
 	require.Zero(t, count(t, h.pool, `SELECT count(*) FROM message_quarantine`), "no resend differed from its original")
+}
+
+// Issue 12: the gateway's own producer and entry breaker after a broker
+// restart. Buyers keep posting to a gateway (the real HTTP handler with its
+// own producer, as the process runs it) while the broker is stopped and
+// started again; the gateway must take reservations again within 20 s of the
+// broker being back, its liveness must not fail while the broker is away,
+// and every accepted reservation still becomes exactly one order.
+func TestGatewayTakesTrafficAgainAfterBrokerRestart(t *testing.T) {
+	mqs := testenv.OwnRocketMQ(t, map[string]string{topicCreate: "NORMAL", topicEvents: "NORMAL", topicCancel: "DELAY"},
+		map[string]int{"seckill-test-consumer": 16, "seckill-test-projector": 16})
+	const stock = 3000
+	h := startOn(t, mqs.Endpoint, stock, stock, 15*time.Minute, nil)
+	gwProducer, err := mq.NewProducer(mqs.Endpoint, topicCreate)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gwProducer.Close() })
+	g := gateway.New(gateway.Config{ActivityID: h.activity, SKUs: map[int64]int{sku: buckets}, Topic: topicCreate,
+		InsecureDevUsers: true, BusinessDeadline: 15 * time.Minute, SendGrace: 2 * time.Second, RequestTTL: time.Hour,
+		SendAttempts: 2, SendTimeout: time.Second,
+		BrokerReachable: func(ctx context.Context) error { return mq.Reachable(ctx, mqs.Endpoint) }},
+		h.rs, h.pool, gwProducer, h.ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+
+	// Buyers: one new user every 25 ms, each retrying its request id until
+	// it gets an answer other than SERVICE_UNAVAILABLE (as a client would).
+	type answer struct {
+		at   time.Time
+		code string
+	}
+	var (
+		mu       sync.Mutex
+		answers  []answer
+		accepted = map[string]bool{}
+		unhealth int
+		// a replay answered with another reservation id
+		replayMismatch int
+	)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() }) // before the server closes (cleanups run last-first)
+	wg.Add(2)
+	go func() { // buyers
+		defer wg.Done()
+		user := int64(100000)
+		for ctx.Err() == nil {
+			user++
+			u, req := user, ids.NewRandom().String()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					code, rid := postReservation(t, srv.URL, h.activity, u, req)
+					mu.Lock()
+					answers = append(answers, answer{time.Now(), code})
+					if code == gateway.CodeQueued {
+						accepted[rid] = true
+					}
+					mu.Unlock()
+					if code == gateway.CodeQueued {
+						// The client's own retry (its first answer was slow):
+						// a replay, which never sends. A replay taking the
+						// breaker's half-open trial once left it open forever.
+						again, rid2 := postReservation(t, srv.URL, h.activity, u, req)
+						if again == gateway.CodeQueued && rid2 != rid {
+							mu.Lock()
+							replayMismatch++
+							mu.Unlock()
+						}
+					}
+					if code != gateway.CodeServiceUnavailable && code != "" {
+						return
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+			}()
+			time.Sleep(40 * time.Millisecond)
+		}
+	}()
+	go func() { // a liveness probe every 500 ms
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if resp, err := buyerClient.Get(srv.URL + "/healthz"); err == nil {
+				if resp.StatusCode != http.StatusOK {
+					mu.Lock()
+					unhealth++
+					mu.Unlock()
+				}
+				_ = resp.Body.Close()
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	queuedSince := func(from time.Time) (time.Time, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range answers {
+			if a.code == gateway.CodeQueued && a.at.After(from) {
+				return a.at, true
+			}
+		}
+		return time.Time{}, false
+	}
+
+	start := time.Now()
+	require.Eventually(t, func() bool { _, ok := queuedSince(start); return ok }, 30*time.Second, 100*time.Millisecond, "taking reservations before the outage")
+	time.Sleep(3 * time.Second)
+	t.Log("stopping the broker")
+	mqs.StopBroker(t)
+	down := time.Now()
+	time.Sleep(10 * time.Second)
+	mqs.StartBroker(t)
+	back := time.Now()
+	t.Logf("broker down for %s", back.Sub(down).Round(time.Second))
+	require.Eventually(t, func() bool { _, ok := queuedSince(back); return ok }, 20*time.Second, 100*time.Millisecond,
+		"the gateway takes reservations again within 20 s of the broker being back")
+	first, _ := queuedSince(back)
+	t.Logf("first QUEUED %s after the broker was back", first.Sub(back).Round(100*time.Millisecond))
+	time.Sleep(5 * time.Second) // more traffic on the recovered broker
+	stop()
+	wg.Wait()
+
+	resp, err := http.Get(srv.URL + "/readyz")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "ready once the broker is back")
+	require.Zero(t, unhealth, "liveness holds while the broker is away (a restart would not help)")
+	require.Zero(t, replayMismatch, "a replay answers the same reservation")
+	codes := map[string]int{}
+	for _, a := range answers {
+		codes[a.code]++
+	}
+	t.Logf("answers: %v; accepted %d", codes, len(accepted))
+
+	require.Eventually(t, func() bool {
+		c := h.counters(t)
+		return c.OpenReserved == 0 && c.Committed == int64(len(accepted)) &&
+			count(t, h.pool, `SELECT count(*) FROM event_outbox WHERE status <> 'SENT'`) == 0
+	}, 180*time.Second, 500*time.Millisecond, "every accepted reservation became an order")
+	h.checkInvariants(t, len(accepted))
+}
+
+// buyerClient keeps its connections: thousands of buyers, few sockets.
+var buyerClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+
+// postReservation posts one reservation as the dev user and returns the
+// answer's code and reservation id ("" when the request itself failed).
+func postReservation(t *testing.T, base string, activity, user int64, requestID string) (string, string) {
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/activities/%d/skus/%d/reservations", base, activity, sku),
+		strings.NewReader(`{"request_id":"`+requestID+`"}`))
+	req.Header.Set("X-User-ID", strconv.FormatInt(user, 10))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := buyerClient.Do(req)
+	if err != nil {
+		return "", ""
+	}
+	defer resp.Body.Close()
+	var a struct {
+		Code string `json:"code"`
+		RID  string `json:"reservation_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	return a.Code, a.RID
 }

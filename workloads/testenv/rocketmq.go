@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -25,18 +26,18 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// brokerPort finds a port p with p-2 and p+1 free as well (the broker's
-// fast channel and HA ports).
-func brokerPort(t testing.TB) int {
+// serverPorts finds n consecutive free ports outside the kernel's ephemeral
+// range (32768 and up), from 21000 to 24999 (below the stack's own ports).
+// A server that restarts on its ports must not find one of them taken by an
+// outgoing connection's source port: the broker's HA port once was, during a
+// test making thousands of HTTP requests, and its restart failed to bind.
+func serverPorts(t testing.TB, n int) int {
 	t.Helper()
-	for range 50 {
-		p := freePort(t)
-		if p < 1026 || p > 65000 {
-			continue
-		}
+	for range 200 {
+		p := 21000 + rand.IntN(4000-n)
 		ok := true
-		for _, q := range []int{p - 2, p + 1} {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
+		for q := p; q < p+n && ok; q++ {
+			l, err := net.Listen("tcp", ":"+strconv.Itoa(q))
 			if err != nil {
 				ok = false
 				break
@@ -47,7 +48,7 @@ func brokerPort(t testing.TB) int {
 			return p
 		}
 	}
-	t.Fatal("no free broker port range")
+	t.Fatalf("no %d free ports in 21000-24999", n)
 	return 0
 }
 
@@ -57,11 +58,14 @@ func brokerPort(t testing.TB) int {
 func OwnRocketMQ(t testing.TB, topics map[string]string, groups map[string]int) *RocketMQ {
 	t.Helper()
 	run := t.TempDir()
-	grpc := freePort(t)
+	// p: name server, p+1 gRPC, p+2 remoting, p+3 fast channel (broker-2),
+	// p+5 broker, p+6 HA (broker+1).
+	p := serverPorts(t, 7)
+	grpc := p + 1
 	r := &RocketMQ{Endpoint: "127.0.0.1:" + strconv.Itoa(grpc), run: run}
 	r.env = append(os.Environ(), "RMQ_RUN_DIR="+run,
-		"RMQ_NAMESRV_PORT="+strconv.Itoa(freePort(t)), "RMQ_BROKER_PORT="+strconv.Itoa(brokerPort(t)),
-		"RMQ_GRPC_PORT="+strconv.Itoa(grpc), "RMQ_REMOTING_PORT="+strconv.Itoa(freePort(t)))
+		"RMQ_NAMESRV_PORT="+strconv.Itoa(p), "RMQ_BROKER_PORT="+strconv.Itoa(p+5),
+		"RMQ_GRPC_PORT="+strconv.Itoa(grpc), "RMQ_REMOTING_PORT="+strconv.Itoa(p+2))
 	t.Cleanup(func() { _ = r.rmq("stop") })
 	if err := r.rmq("start"); err != nil {
 		t.Fatalf("starting a RocketMQ of the test's own: %v", err)

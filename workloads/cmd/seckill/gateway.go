@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/gateway"
+	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -66,7 +67,8 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, TokenKey: []byte(*tokenKey),
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
-		SendAttempts: 2, SendTimeout: time.Second, RatePerSecond: *rate, Failpoint: failpoint}, redisstore.New(rdb), pool, prod, ring, log)
+		SendAttempts: 2, SendTimeout: time.Second, RatePerSecond: *rate, Failpoint: failpoint,
+		BrokerReachable: func(ctx context.Context) error { return mq.Reachable(ctx, c.RMQEndpoint) }}, redisstore.New(rdb), pool, prod, ring, log)
 	srv := &http.Server{Addr: *addr, Handler: g.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

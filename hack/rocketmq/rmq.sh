@@ -9,15 +9,14 @@
 #                                       "group <name> <retryMaxTimes>"), in two batch calls,
 #                                       retried with backoff until RMQ_ADMIN_DEADLINE (300 s),
 #                                       then reads everything back (exportMetadata) to verify
-#   rmq.sh topic  <name> <NORMAL|DELAY|FIFO|TRANSACTION> [queues]
-#   rmq.sh group  <name> <retryMaxTimes>
 #   rmq.sh admin  <mqadmin sub-command and args>   (-n is added)
 #   rmq.sh stop                         stops what start started (pid files)
 #   rmq.sh stop-broker                  stops only broker+proxy (a broker restart: stop-broker, start)
 #
 # Environment: RMQ_RUN_DIR (required: where store, logs and pid files live),
 # RMQ_VERSION (5.5.0), RMQ_CACHE (~/.cache/seckill), RMQ_NAMESRV_PORT, RMQ_BROKER_PORT
-# (also uses -2 and +1), RMQ_GRPC_PORT, RMQ_REMOTING_PORT, JAVA, RMQ_START_TIMEOUT.
+# (also uses -2 and +1), RMQ_GRPC_PORT, RMQ_REMOTING_PORT, JAVA, RMQ_START_TIMEOUT,
+# RMQ_ADMIN_DEADLINE.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -151,21 +150,6 @@ mqadmin() {
 
 cmd_admin() { local sub="$1"; shift; mqadmin "$sub" -n "$NAMESRV_ADDR" "$@"; }
 
-cmd_topic() {
-  local out
-  out=$(cmd_admin updateTopic -c DefaultCluster -t "$1" -r "${3:-4}" -w "${3:-4}" -a "+message.type=$2" 2>&1) \
-    || die "updateTopic $1: $out"
-  grep -q "success" <<<"$out" || die "updateTopic $1: $out"
-  log "topic $1 ($2)"
-}
-
-cmd_group() {
-  local out
-  out=$(cmd_admin updateSubGroup -c DefaultCluster -g "$1" -r "$2" 2>&1) || die "updateSubGroup $1: $out"
-  grep -q "success" <<<"$out" || die "updateSubGroup $1: $out"
-  log "group $1 (retryMaxTimes=$2)"
-}
-
 ADMIN_DEADLINE="${RMQ_ADMIN_DEADLINE:-300}"
 
 # unmet <spec> <metadata.json>: the spec lines the broker's metadata does not satisfy.
@@ -250,7 +234,5 @@ case "${1:-}" in
   stop-broker) cmd_stop proxy ;;
   admin) shift; cmd_admin "$@" ;;
   ensure) shift; cmd_ensure "$@" ;;
-  topic) shift; cmd_topic "$@" ;;
-  group) shift; cmd_group "$@" ;;
-  *) sed -n '2,20p' "$0"; exit 2 ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -70,15 +72,20 @@ func OwnRocketMQ(t testing.TB, topics map[string]string, groups map[string]int) 
 	if err := r.rmq("start"); err != nil {
 		t.Fatalf("starting a RocketMQ of the test's own: %v", err)
 	}
+	// The stack's own path: one spec, batch calls, read back from the broker.
+	var spec strings.Builder
 	for name, kind := range topics {
-		if err := r.rmq("topic", name, kind); err != nil {
-			t.Fatalf("creating topic %s: %v", name, err)
-		}
+		fmt.Fprintf(&spec, "topic %s %s\n", name, kind)
 	}
 	for name, retries := range groups {
-		if err := r.rmq("group", name, strconv.Itoa(retries)); err != nil {
-			t.Fatalf("creating group %s: %v", name, err)
-		}
+		fmt.Fprintf(&spec, "group %s %d\n", name, retries)
+	}
+	file := filepath.Join(run, "resources.txt")
+	if err := os.WriteFile(file, []byte(spec.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rmq("ensure", file); err != nil {
+		t.Fatalf("creating topics and groups: %v", err)
 	}
 	return r
 }

@@ -134,7 +134,7 @@ func TestGatewayTakesTrafficAgainAfterBrokerRestart(t *testing.T) {
 		user := int64(100000)
 		for ctx.Err() == nil {
 			user++
-			u, req, target := user, ids.NewRandom().String(), int64(sku)
+			u, req, target := user, ids.NewRandom().String(), sku
 			if user%2 == 1 {
 				target = soldOut
 			}

@@ -13,6 +13,7 @@ LOG_TAG=stack-test
 # shellcheck source=lib.sh
 . "$ROOT/hack/lib.sh"
 UP_ARGS=(${STACK_TEST_UP_ARGS:-})
+mkdir -p "$STACK_DIR"
 
 PIDFILES=(redis/primary/redis.pid redis/replica/redis.pid redis/sentinel/redis.pid
   redis/cluster-0/redis.pid redis/cluster-1/redis.pid redis/cluster-2/redis.pid

@@ -157,6 +157,18 @@ func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
 		if t.Failed() {
 			t.Logf("%s %s:\n%s", filepath.Base(bin), args[0], stderr.String())
 		}
+		if args[0] == "consumer" {
+			// A killed consumer's last long poll stays suspended in the
+			// broker for up to its await (5 s): a message arriving then is
+			// popped for the dead client and comes back only when the
+			// broker revives it — once more than 2 minutes later, which
+			// made the next subtest's consumer wait for it in vain. The next
+			// subtest's message is sent after that poll has expired.
+			time.Sleep(consumerAwait + time.Second)
+		}
 	})
 	return c
 }
+
+// consumerAwait is the consumers' long-poll await (mq.NewConsumer).
+const consumerAwait = 5 * time.Second

@@ -28,7 +28,6 @@ pids() { # one line "file=pid" per component; PostgreSQL by its postmaster.pid
 up() { local t0=$SECONDS; "$STACK" up "${UP_ARGS[@]}" > "$STACK_DIR/stack-test-up.log" 2>&1 \
   || { cat "$STACK_DIR/stack-test-up.log" >&2; die "hack/stack.sh up failed ($1)"; }
   log "up ($1): ok in $((SECONDS - t0))s"; }
-fail() { die "$*"; }
 
 burners=()
 stop_burners() { local p; for p in "${burners[@]}"; do kill "$p" 2>/dev/null || true; done; burners=(); }
@@ -36,19 +35,19 @@ trap stop_burners EXIT
 
 # 1. up twice
 up "first"
-"$STACK" status > /dev/null || fail "status reports something down after up"
+"$STACK" status > /dev/null || die "status reports something down after up"
 before=$(pids)
 up "second, nothing to do"
-[ "$(pids)" = "$before" ] || fail "a second up restarted something: $(diff <(echo "$before") <(pids) || true)"
+[ "$(pids)" = "$before" ] || die "a second up restarted something: $(diff <(echo "$before") <(pids) || true)"
 
 # 2. one Redis node and the name server killed
 kill -9 "$(cat "$STACK_DIR/redis/cluster-1/redis.pid")" "$(cat "$STACK_DIR/rocketmq/namesrv.pid")"
 up "after kill -9 of Redis cluster-1 and the name server"
 after=$(pids)
 changed=$(diff <(echo "$before") <(echo "$after") | grep '^>' | cut -d' ' -f2 | cut -d= -f1 | sort | tr '\n' ' ' || true)
-[ "$changed" = "redis/cluster-1/redis.pid rocketmq/namesrv.pid " ] || fail "expected only cluster-1 and namesrv restarted, changed: '$changed'"
+[ "$changed" = "redis/cluster-1/redis.pid rocketmq/namesrv.pid " ] || die "expected only cluster-1 and namesrv restarted, changed: '$changed'"
 info=$(redis-cli -p 27001 cluster info)
-grep -q cluster_state:ok <<<"$info" || fail "Redis Cluster not ok after the node came back"
+grep -q cluster_state:ok <<<"$info" || die "Redis Cluster not ok after the node came back"
 
 # 3. up from nothing with every core busy
 "$STACK" down > /dev/null 2>&1
@@ -59,8 +58,8 @@ up "from nothing, with $n CPU burners"
 stop_burners
 
 # 4. down leaves nothing
-"$STACK" down > /dev/null 2>&1 || fail "down failed"
+"$STACK" down > /dev/null 2>&1 || die "down failed"
 left=$(OWN_DIRS="$STACK_DIR $(ls -d /var/tmp/seckill-pg-* 2>/dev/null | tr '\n' ' ')" our_pids)
-[ -z "$left" ] || fail "processes of ours left after down: $left"
-for p in $PORTS; do port_busy "$p" && fail "port $p still listening after down"; done
+[ -z "$left" ] || die "processes of ours left after down: $left"
+for p in $PORTS; do port_busy "$p" && die "port $p still listening after down"; done
 log "passed"

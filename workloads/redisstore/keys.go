@@ -63,8 +63,16 @@ func (s Slot) Window() string { return s.key("window") }
 // Stock is the Redis available stock.
 func (s Slot) Stock() string { return s.key("stock") }
 
-// Counter is the conservation counters hash (initial, open_reserved, committed).
+// Counter is the conservation counters hash (initial, open_reserved,
+// committed, moved_in, moved_out).
 func (s Slot) Counter() string { return s.key("counter") }
+
+// MovesOut is the hash of the stock moves this bucket sent that its
+// destination may not have applied yet (move_id -> "dst:amount:at_ms").
+func (s Slot) MovesOut() string { return s.key("moves_out") }
+
+// MovesIn is the hash of the stock moves this bucket applied (move_id -> amount).
+func (s Slot) MovesIn() string { return s.key("moves_in") }
 
 // SendDue is the ZSET of reservations waiting to be sent, scored by the next attempt.
 func (s Slot) SendDue() string { return s.key("send_due") }

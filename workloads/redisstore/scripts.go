@@ -31,9 +31,12 @@ var (
 	scriptProvision           = mustScript("provision")
 	scriptRebuildProjection   = mustScript("rebuild_projection")
 	scriptRecount             = mustScript("recount")
+	scriptMoveOut             = mustScript("move_out")
+	scriptMoveIn              = mustScript("move_in")
 
 	allScripts = []*redis.Script{scriptReserve, scriptCompensate, scriptProjectOrderCreated,
-		scriptReleaseAfterCancel, scriptSendClaim, scriptSendAck, scriptSendReschedule, scriptProvision, scriptRebuildProjection, scriptRecount}
+		scriptReleaseAfterCancel, scriptSendClaim, scriptSendAck, scriptSendReschedule, scriptProvision, scriptRebuildProjection, scriptRecount,
+		scriptMoveOut, scriptMoveIn}
 )
 
 // LoadScripts loads every script once (on every master of a cluster), so the

@@ -275,23 +275,35 @@ func (s *Store) SetWindow(ctx context.Context, sl Slot, state string) error {
 	return nil
 }
 
-// Counters are a slot's conservation counters (seed §13.4).
+// Counters are a slot's conservation counters (seed §13.4), with the stock
+// moved between the buckets of a SKU (move_out.lua).
 type Counters struct {
 	Initial      int64 `json:"initial"`
 	Available    int64 `json:"available"`
 	OpenReserved int64 `json:"open_reserved"`
 	Committed    int64 `json:"committed"`
+	MovedIn      int64 `json:"moved_in"`
+	MovedOut     int64 `json:"moved_out"`
 	Exists       bool  `json:"exists"`
 }
 
-// Delta is initial - available - open_reserved - committed: zero when Redis
-// conserves stock.
-func (c Counters) Delta() int64 { return c.Initial - c.Available - c.OpenReserved - c.Committed }
+// Delta is initial + moved_in - moved_out - available - open_reserved -
+// committed: zero when a bucket conserves stock. Summed over a SKU's
+// buckets it is minus the units in transit (InTransit).
+func (c Counters) Delta() int64 {
+	return c.Initial + c.MovedIn - c.MovedOut - c.Available - c.OpenReserved - c.Committed
+}
+
+// InTransit is moved_out - moved_in: over all the buckets of a SKU, the units
+// taken out of one bucket and not yet added to another (zero once every
+// move is settled).
+func (c Counters) InTransit() int64 { return c.MovedOut - c.MovedIn }
 
 // Add sums counters (over the buckets of a SKU).
 func (c Counters) Add(o Counters) Counters {
 	return Counters{Initial: c.Initial + o.Initial, Available: c.Available + o.Available,
-		OpenReserved: c.OpenReserved + o.OpenReserved, Committed: c.Committed + o.Committed, Exists: c.Exists || o.Exists}
+		OpenReserved: c.OpenReserved + o.OpenReserved, Committed: c.Committed + o.Committed,
+		MovedIn: c.MovedIn + o.MovedIn, MovedOut: c.MovedOut + o.MovedOut, Exists: c.Exists || o.Exists}
 }
 
 // ReadCounters reads a slot's counters and stock in one round trip (same slot).
@@ -307,6 +319,8 @@ func (s *Store) ReadCounters(ctx context.Context, sl Slot) (Counters, error) {
 	c.Initial, _ = strconv.ParseInt(m["initial"], 10, 64)
 	c.OpenReserved, _ = strconv.ParseInt(m["open_reserved"], 10, 64)
 	c.Committed, _ = strconv.ParseInt(m["committed"], 10, 64)
+	c.MovedIn, _ = strconv.ParseInt(m["moved_in"], 10, 64)
+	c.MovedOut, _ = strconv.ParseInt(m["moved_out"], 10, 64)
 	c.Available, _ = strconv.ParseInt(st.Val(), 10, 64)
 	return c, nil
 }
@@ -388,10 +402,10 @@ func (s *Store) Recount(ctx context.Context, sl Slot, committed int64, now time.
 	if err != nil {
 		return RecountResult{}, fmt.Errorf("running recount script on %s: %w", sl.Tag(), err)
 	}
-	if len(arr) < 9 {
+	if len(arr) < 11 {
 		return RecountResult{}, fmt.Errorf("unexpected recount reply %#v", v)
 	}
-	n := make([]int64, 7)
+	n := make([]int64, 9)
 	for i := range n {
 		x, ok := arr[i+2].(int64)
 		if !ok {
@@ -401,6 +415,6 @@ func (s *Store) Recount(ctx context.Context, sl Slot, committed int64, now time.
 	}
 	exists := res.Code != RecountNotProvisioned
 	return RecountResult{Result: res,
-		Before: Counters{Initial: n[6], Available: n[0], OpenReserved: n[1], Committed: n[2], Exists: exists},
-		After:  Counters{Initial: n[6], Available: n[3], OpenReserved: n[4], Committed: n[5], Exists: exists}}, nil
+		Before: Counters{Initial: n[6], MovedIn: n[7], MovedOut: n[8], Available: n[0], OpenReserved: n[1], Committed: n[2], Exists: exists},
+		After:  Counters{Initial: n[6], MovedIn: n[7], MovedOut: n[8], Available: n[3], OpenReserved: n[4], Committed: n[5], Exists: exists}}, nil
 }

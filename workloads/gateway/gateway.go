@@ -102,6 +102,14 @@ type Config struct {
 	// the broker answer before /healthz reports the process unhealthy (so
 	// that it is restarted): default 60 s.
 	StuckAfter time.Duration
+	// SoldOutHold is how long a SKU found empty in every bucket is answered
+	// SOLD_OUT without asking its other buckets again (its own bucket is
+	// still asked): default 200 ms. A unit given back meanwhile is sold
+	// after it.
+	SoldOutHold time.Duration
+	// MoveMax bounds the units one stock move takes from a sibling bucket
+	// (it takes half the sibling's stock, rounded up): default 64.
+	MoveMax int
 	// BrokerReachable, when set, tells /healthz whether the broker answers
 	// (e.g. a TCP connect to its endpoint).
 	BrokerReachable func(context.Context) error
@@ -119,6 +127,7 @@ type Server struct {
 	ring    *ids.Keyring
 	breaker *Breaker
 	limiter *limiter
+	stock   *borrower
 	log     *slog.Logger
 	now     func() time.Time
 	reg     *prometheus.Registry
@@ -130,6 +139,7 @@ type metrics struct {
 	created     prometheus.Counter
 	sendUnknown prometheus.Counter
 	latency     prometheus.Histogram
+	moved       *prometheus.CounterVec
 }
 
 // New builds a gateway.
@@ -140,16 +150,25 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = time.Second
 	}
+	if cfg.SoldOutHold <= 0 {
+		cfg.SoldOutHold = 200 * time.Millisecond
+	}
+	if cfg.MoveMax < 1 {
+		cfg.MoveMax = 64
+	}
 	reg := prometheus.NewRegistry()
 	s := &Server{cfg: cfg, redis: rs, pg: pg, sender: sender, ring: ring, log: log, now: time.Now, reg: reg,
 		breaker: &Breaker{Threshold: 5, Cooldown: 5 * time.Second}, limiter: newLimiter(cfg.RatePerSecond)}
+	s.stock = &borrower{redis: rs, hold: cfg.SoldOutHold, max: cfg.MoveMax, soldOut: map[int64]time.Time{}}
 	s.m = metrics{
 		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Reservation requests by answer code."}, []string{"code"}),
 		created:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_created_total", Help: "Redis reservations created."}),
 		sendUnknown: prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_send_unknown_total", Help: "Immediate sends whose outcome is unknown (left to the scanner)."}),
 		latency:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_reserve_seconds", Help: "Reserve request latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		moved:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stock_moved_units_total", Help: "Units moved into an empty bucket from a sibling, by SKU."}, []string{"sku"}),
 	}
-	reg.MustRegister(s.m.requests, s.m.created, s.m.sendUnknown, s.m.latency)
+	s.stock.moved = s.m.moved
+	reg.MustRegister(s.m.requests, s.m.created, s.m.sendUnknown, s.m.latency, s.m.moved)
 	return s
 }
 
@@ -278,6 +297,29 @@ func (s *Server) doReserve(r *http.Request) answer {
 		Now: now, BusinessDeadline: now.Add(s.cfg.BusinessDeadline), SendDue: now.Add(s.cfg.SendGrace),
 		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(), TraceID: r.Header.Get("X-Trace-ID")}
 	res, err := s.redis.Reserve(r.Context(), rr)
+	// The user's bucket is empty: stock moves to it from a sibling that has
+	// some and the reservation is tried again, so SOLD_OUT means the SKU is
+	// sold out, not this bucket. Each retry follows a move of at least one
+	// unit; others may take the units first, so the tries are bounded. When
+	// every sibling is empty the own bucket is asked once more (a concurrent
+	// move may have filled it) before the SKU is held as sold out.
+	for try := 0; err == nil && res.Code == redisstore.ReserveSoldOut && buckets > 1 && try < buckets; try++ {
+		moved, merr := s.stock.borrow(r.Context(), slot, buckets, now)
+		if merr != nil {
+			s.log.Warn("moving stock between buckets", "sku", sku, "bucket", slot.Bucket, "error", merr)
+			break
+		}
+		if moved < 0 {
+			break // held as sold out
+		}
+		res, err = s.redis.Reserve(r.Context(), rr)
+		if moved == 0 {
+			if err == nil && res.Code == redisstore.ReserveSoldOut {
+				s.stock.soldOutAt(sku, now)
+			}
+			break
+		}
+	}
 	if err != nil {
 		// Unknown: the script may have run. The client retries with the same
 		// request_id and gets the same reservation.

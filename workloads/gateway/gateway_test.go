@@ -298,3 +298,83 @@ func TestStatusOfABucketedSKU(t *testing.T) {
 		}
 	}
 }
+
+// Issue 12: buyers who all hash to one bucket still buy every unit of the
+// SKU — the empty bucket borrows from its siblings — and SOLD_OUT is
+// answered only once the whole SKU is sold; every bucket conserves stock
+// and nothing stays in transit.
+func TestSkewedBuyersSellEveryUnit(t *testing.T) {
+	const perBucket, buyers = 10, 60 // 40 units in four buckets
+	f := newFixture(t, perBucket, nil)
+	path := "/v1/activities/" + formatInt(f.activity) + "/skus/8/reservations"
+	var users []int64
+	for u := int64(1); len(users) < buyers; u++ {
+		if redisstore.BucketFor(u, 4) == 0 {
+			users = append(users, u)
+		}
+	}
+	work := make(chan int64)
+	var mu sync.Mutex
+	codes := map[string]int{}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range work {
+				r := f.post(t, path, bearer(u), body(ids.NewRandom()))
+				mu.Lock()
+				codes[r.Code]++
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, u := range users {
+		work <- u
+	}
+	close(work)
+	wg.Wait()
+	require.Equal(t, map[string]int{gateway.CodeQueued: 4 * perBucket, gateway.CodeSoldOut: buyers - 4*perBucket}, codes)
+
+	var total redisstore.Counters
+	for _, sl := range redisstore.Slots(f.activity, 8, 4) {
+		c, err := f.rs.ReadCounters(context.Background(), sl)
+		require.NoError(t, err)
+		require.Zero(t, c.Delta(), "bucket %d conserves stock: %+v", sl.Bucket, c)
+		total = total.Add(c)
+	}
+	require.Zero(t, total.Available, "every unit sold")
+	require.Zero(t, total.InTransit(), "no move left half done")
+	require.Equal(t, int64(4*perBucket), total.OpenReserved)
+	require.Equal(t, int64(4*perBucket), total.Initial)
+
+	// A buyer of an emptied sibling bucket is told SOLD_OUT too.
+	var other int64
+	for u := int64(1); other == 0; u++ {
+		if redisstore.BucketFor(u, 4) == 2 {
+			other = u
+		}
+	}
+	require.Equal(t, gateway.CodeSoldOut, f.post(t, path, bearer(other), body(ids.NewRandom())).Code)
+}
+
+// A unit given back to one bucket after the SKU was held as sold out is
+// sold to a buyer of another bucket once the hold has passed.
+func TestUnitGivenBackIsSoldFromAnyBucket(t *testing.T) {
+	f := newFixture(t, 0, nil, func(c *gateway.Config) { c.SoldOutHold = 50 * time.Millisecond })
+	path := "/v1/activities/" + formatInt(f.activity) + "/skus/8/reservations"
+	var buyer int64
+	for u := int64(1); buyer == 0; u++ {
+		if redisstore.BucketFor(u, 4) == 1 {
+			buyer = u
+		}
+	}
+	require.Equal(t, gateway.CodeSoldOut, f.post(t, path, bearer(buyer), body(ids.NewRandom())).Code)
+	// One unit appears in bucket 3 (a compensation gives it back there).
+	ctx := context.Background()
+	_, _, err := f.rs.Provision(ctx, redisstore.BucketSlot(f.activity, 8, 3), 1, 2)
+	require.NoError(t, err)
+	time.Sleep(60 * time.Millisecond)
+	r := f.post(t, path, bearer(buyer), body(ids.NewRandom()))
+	require.Equal(t, gateway.CodeQueued, r.Code)
+}

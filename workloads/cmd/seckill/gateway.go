@@ -69,6 +69,7 @@ func runGateway(ctx context.Context, args []string) error {
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
 		SendAttempts: 2, SendTimeout: time.Second, RatePerSecond: *rate, Failpoint: failpoint,
 		BrokerReachable: func(ctx context.Context) error { return mq.Reachable(ctx, c.RMQEndpoint) }}, redisstore.New(rdb), pool, prod, ring, log)
+	go g.SettleMoves(ctx, 5*time.Second)
 	srv := &http.Server{Addr: *addr, Handler: g.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/workloads/control"
@@ -110,3 +111,41 @@ func TestConcurrentRunsNeverOverlap(t *testing.T) {
 }
 
 func itoa(n int64) string { return fmt.Sprint(n) }
+
+// A gateway killed between the two halves of a stock move left units in
+// transit: a fresh move is reported (its mover may be finishing it), an old
+// one is settled once by the run, and the next run is clean.
+func TestStockInTransitIsSettled(t *testing.T) {
+	ctx := context.Background()
+	job, store, activity, skus := setup(t)
+	src, dst := redisstore.BucketSlot(activity, 1, 1), redisstore.BucketSlot(activity, 1, 0)
+	moved, _, err := store.Redis.MoveOut(ctx, src, uuid.New(), dst.Bucket, 10, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, int64(3), moved) // half of 5, rounded up
+
+	rep, err := job.Run(ctx, activity, skus[:1], time.Now())
+	require.NoError(t, err)
+	require.Len(t, rep.Anomalies, 1, "%+v", rep.Anomalies)
+	require.Equal(t, reconcile.StockInTransit, rep.Anomalies[0].Type)
+	require.Equal(t, reconcile.Info, rep.Anomalies[0].Severity)
+	require.Equal(t, int64(3), rep.Anomalies[0].Delta)
+
+	// The mover is gone for good: once the move is older than the bound it
+	// is settled (its record is back-dated here instead of waiting).
+	pending, err := store.Redis.PendingMoves(ctx, skus[0].Slots(activity))
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	old := fmt.Sprintf("%d:%d:%d", dst.Bucket, pending[0].Amount, time.Now().Add(-time.Minute).UnixMilli())
+	require.NoError(t, store.Redis.Client().HSet(ctx, src.MovesOut(), pending[0].ID.String(), old).Err())
+	rep, err = job.Run(ctx, activity, skus[:1], time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "CLEAN", rep.Status, "%+v", rep.Anomalies)
+	var total redisstore.Counters
+	for _, sl := range skus[0].Slots(activity) {
+		c, err := store.Redis.ReadCounters(ctx, sl)
+		require.NoError(t, err)
+		total = total.Add(c)
+	}
+	require.Equal(t, int64(10), total.Available)
+	require.Zero(t, total.InTransit())
+}

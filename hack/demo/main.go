@@ -27,9 +27,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
-	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/stackenv"
@@ -97,11 +97,17 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		fmt.Sprintf("SECKILL_SKUS=90001:%d,90002:%d", nBuckets, nBuckets), "SECKILL_ID_KEYS=1:" + randomHex(32),
 		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + addr,
 	}
-	if out, err := cmd(bin, common, "migrate").CombinedOutput(); err != nil {
-		return fmt.Errorf("migrate: %w\n%s", err, out)
+	// Provision and open the sale with the same store operations the
+	// operator makes (seckill activity provision / window).
+	stockFlag := fmt.Sprintf("90001=%d,90002=%d", pgStock, pgStock)
+	for _, args := range [][]string{{"activity", "provision", "-stock", stockFlag},
+		{"activity", "window", "-state", "ACTIVE", "-payment-window", paymentWindow.String()}} {
+		out, err := cmd(bin, common, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("seckill %s %s: %w\n%s", args[0], args[1], err, out)
+		}
+		fmt.Print(string(out))
 	}
-
-	// Provision (the operator's job once it runs in a cluster).
 	pool, err := pgxpool.New(ctx, env("SECKILL_PG_DSN"))
 	if err != nil {
 		return err
@@ -113,21 +119,12 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		return err
 	}
 	rs := redisstore.New(rdb)
-	for _, sku := range skus {
-		if _, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, $2, $3, $3)`, activity, sku, pgStock); err != nil {
+	// Drift, to show compensation: SKU 90002's Redis buckets are given more
+	// stock than PostgreSQL has (a later generation, Redis only), so some
+	// reservations are rejected by PostgreSQL and compensated.
+	for b, target := range control.BucketTargets(redisStock[90002], nBuckets) {
+		if _, _, err := rs.Provision(ctx, redisstore.Slots(activity, 90002, nBuckets)[b], target, 2); err != nil {
 			return err
-		}
-		for b, sl := range redisstore.Slots(activity, sku, nBuckets) {
-			share := redisStock[sku] / int64(nBuckets)
-			if int64(b) < redisStock[sku]%int64(nBuckets) {
-				share++
-			}
-			if _, _, err := rs.Provision(ctx, sl, share, 1); err != nil {
-				return err
-			}
-			if err := rs.SetWindow(ctx, sl, redisstore.WindowActive); err != nil {
-				return err
-			}
 		}
 	}
 	fmt.Printf("activity %d: SKU 90001 stock %d; SKU 90002 stock %d in PostgreSQL but %d in Redis (drift, to show compensation); %d buckets each\n",
@@ -148,25 +145,18 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		return err
 	}
 	defer logf.Close()
-	// The simulated payment channel: its successes are posted, signed, to
-	// the payments workload, one of them twice (callbacks duplicate).
+	// The simulated payment channel, as a process (seckill provider-sim):
+	// its successes are posted, signed, to the payments workload, each twice
+	// (callbacks duplicate).
 	payKey := randomHex(32)
-	keyBytes, _ := hex.DecodeString(payKey)
-	sim := &provider.Sim{ProviderName: "sim", Duplicates: 1}
-	sim.Deliver = func(ctx context.Context, order uuid.UUID, p provider.Paid) error {
-		body, _ := json.Marshal(map[string]any{"transaction_id": p.TransactionID, "order_id": order.String(),
-			"amount_cents": p.AmountCents, "status": "SUCCESS", "paid_at_ms": p.At.UnixMilli()})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+paymentsAddr+"/v1/payments/sim/callbacks", bytes.NewReader(body))
-		req.Header.Set(payment.SignatureHeader, payment.Sign(keyBytes, body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		return resp.Body.Close()
+	channel := &provider.Client{ProviderName: "sim", BaseURL: "http://" + channelAddr}
+	sim := cmd(bin, common, "provider-sim", "-addr", channelAddr, "-callback-url", "http://"+paymentsAddr,
+		"-payment-keys", "sim:"+payKey, "-duplicates", "1")
+	sim.Stdout, sim.Stderr = logf, logf
+	if err := sim.Start(); err != nil {
+		return fmt.Errorf("starting provider-sim: %w", err)
 	}
-	channel := &http.Server{Addr: channelAddr, Handler: provider.Handler(sim), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = channel.ListenAndServe() }()
-	defer channel.Close()
+	procs = append(procs, sim)
 
 	for i, w := range []string{"gateway", "consumer", "consumer", "relay", "projector", "compensator", "scanner", "canceller", "payments"} {
 		args := []string{w}
@@ -205,7 +195,16 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	start := time.Now()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 256)
-	for u := 0; u < buyers; u++ {
+	// Skewed on purpose: three buyers in five hash to bucket 0, which
+	// empties first and borrows stock from its siblings (SOLD_OUT only when
+	// the SKU is sold out).
+	users := make([]int64, 0, buyers)
+	for id := int64(80000000); len(users) < buyers; id++ {
+		if len(users)%5 >= 3 || nBuckets == 1 || redisstore.BucketFor(id, nBuckets) == 0 {
+			users = append(users, id)
+		}
+	}
+	for _, user := range users {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(user int64) {
@@ -242,7 +241,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 				}
 				mu.Unlock()
 			}
-		}(int64(80000000 + u))
+		}(user)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -327,7 +326,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		go func(o ord) {
 			defer pwg.Done()
 			time.Sleep(time.Duration(o.user%7) * paymentWindow * 3 / 14) // 0 … 1.3 windows
-			_, err := sim.Pay(ctx, o.id, 0)
+			_, err := channel.Pay(ctx, o.id)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

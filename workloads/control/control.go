@@ -34,6 +34,7 @@ var (
 	qDBCommits          = sqlfile.Must(sqlFiles, "db_commits")
 	qLastRun            = sqlfile.Must(sqlFiles, "last_run")
 	qRunsSince          = sqlfile.Must(sqlFiles, "runs_since")
+	qControlGet         = sqlfile.Must(sqlFiles, "control_get")
 )
 
 // SKU is one product of the manifest.
@@ -148,6 +149,30 @@ func (s *Store) SetWindow(ctx context.Context, activity int64, skus []SKU, st Se
 		return fmt.Errorf("recording the window of activity %d: %w", activity, err)
 	}
 	return nil
+}
+
+// Control is the activity_control row as the workloads read it.
+type Control struct {
+	Settings
+	CompensationPaused bool
+	PauseReason        string
+	UpdatedAt          time.Time
+}
+
+// ReadControl reads the activity's control row (nil: none yet).
+func (s *Store) ReadControl(ctx context.Context, activity int64) (*Control, error) {
+	var c Control
+	var deadline, payment int64
+	err := s.Pool.QueryRow(ctx, qControlGet, activity).Scan(&c.Window, &deadline, &payment, &c.Generation,
+		&c.CompensationPaused, &c.PauseReason, &c.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading activity_control of activity %d: %w", activity, err)
+	}
+	c.BusinessDeadline, c.PaymentWindow = time.Duration(deadline)*time.Millisecond, time.Duration(payment)*time.Millisecond
+	return &c, nil
 }
 
 // SetCompensationPaused sets the backlog guard's flag and reports whether it

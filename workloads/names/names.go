@@ -59,11 +59,28 @@ const (
 )
 
 // GatewayPort is the gateway's HTTP port in the pod; MetricsPort serves the
-// other workers' /metrics, /healthz and /readyz.
+// other workers' /metrics, /healthz and /readyz. The operator sets them in
+// every pod ($SECKILL_HTTP_ADDR, $SECKILL_METRICS_ADDR).
 const (
 	GatewayPort = 8080
 	MetricsPort = 9090
 )
+
+// DefaultPorts are the ports a workload listens on when nothing sets its
+// address: distinct, so that every workload runs side by side on one host
+// (running without Kubernetes). The HTTP workloads serve their metrics on
+// the same port.
+var DefaultPorts = map[string]int{
+	"gateway":      8080,
+	"payments":     8081,
+	"provider-sim": 8082,
+	"consumer":     9090,
+	"relay":        9091,
+	"projector":    9092,
+	"compensator":  9093,
+	"scanner":      9094,
+	"canceller":    9095,
+}
 
 // Labels put on every object the operator creates.
 const (

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -34,8 +35,14 @@ func Handler(s *Sim) http.Handler {
 	reply := func(w http.ResponseWriter, p *Paid, err error) {
 		w.Header().Set("Content-Type", "application/json")
 		if err != nil {
-			w.WriteHeader(http.StatusConflict)
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			// A closed payment is the channel's answer; anything else (a
+			// callback that could not be delivered) is its failure.
+			status, code := http.StatusBadGateway, "CHANNEL_ERROR"
+			if errors.Is(err, ErrClosed) {
+				status, code = http.StatusConflict, "PAYMENT_CLOSED"
+			}
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "error": err.Error()})
 			return
 		}
 		_ = json.NewEncoder(w).Encode(toJSON(p))
@@ -96,6 +103,9 @@ func (c *Client) call(ctx context.Context, method, path string) (*Paid, error) {
 		return nil, fmt.Errorf("payment channel %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusConflict && strings.HasSuffix(path, "/pay") {
+		return nil, ErrClosed
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("payment channel %s %s: HTTP %d", method, path, resp.StatusCode)
 	}
@@ -107,6 +117,12 @@ func (c *Client) call(ctx context.Context, method, path string) (*Paid, error) {
 		return nil, nil
 	}
 	return &Paid{TransactionID: p.TransactionID, AmountCents: p.AmountCents, At: time.UnixMilli(p.AtMs)}, nil
+}
+
+// Pay asks the channel to charge the order (what a buyer's wallet does);
+// ErrClosed when the channel closed the order's payment.
+func (c *Client) Pay(ctx context.Context, order uuid.UUID) (*Paid, error) {
+	return c.call(ctx, http.MethodPost, "/orders/"+order.String()+"/pay")
 }
 
 // Close implements Channel.

@@ -275,6 +275,18 @@ func (s *Store) SetWindow(ctx context.Context, sl Slot, state string) error {
 	return nil
 }
 
+// Window reads a slot's window flag ("" when it was never set).
+func (s *Store) Window(ctx context.Context, sl Slot) (string, error) {
+	v, err := s.c.Get(ctx, sl.Window()).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the window of %s: %w", sl.Tag(), err)
+	}
+	return v, nil
+}
+
 // Counters are a slot's conservation counters (seed §13.4), with the stock
 // moved between the buckets of a SKU (move_out.lua).
 type Counters struct {

@@ -35,6 +35,14 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"runbook evidence bad provider url", []string{"runbook", "evidence", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-id", "x", "-provider-url", "ftp://x"}, "-provider-url"},
 		{"payments without keys", []string{"payments", "-pg-dsn", "postgres://x", "-payment-keys", ""}, "-payment-keys entries"},
 		{"payments short key", []string{"payments", "-pg-dsn", "postgres://x", "-payment-keys", "sim:abcd"}, "at least 16 bytes"},
+		{"activity no subcommand", []string{"activity"}, "a subcommand is required"},
+		{"activity provision without stock", []string{"activity", "provision", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:2", "-activity-id", "5"}, "-stock is required"},
+		{"activity provision unknown SKU", []string{"activity", "provision", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:2", "-activity-id", "5", "-stock", "1=5,2=3"}, "-skus does not list"},
+		{"activity provision missing SKU", []string{"activity", "provision", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:2,2:1", "-activity-id", "5", "-stock", "1=5"}, "no entry for SKU 2"},
+		{"activity provision negative stock", []string{"activity", "provision", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:2", "-activity-id", "5", "-stock", "1=-5"}, "units >= 0"},
+		{"activity window bad state", []string{"activity", "window", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:2", "-activity-id", "5", "-state", "OPEN"}, `-state "OPEN"`},
+		{"provider-sim without key", []string{"provider-sim", "-payment-keys", "other:00112233445566778899aabbccddeeff"}, `no key for channel "sim"`},
+		{"provider-sim bad callback url", []string{"provider-sim", "-payment-keys", "sim:00112233445566778899aabbccddeeff", "-callback-url", "ftp://x"}, "-callback-url"},
 		{"gateway short token key", []string{"gateway", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-rmq-endpoint", "x:1", "-skus", "1:1", "-id-keys", "1:00112233445566778899aabbccddeeff", "-token-key", "short"}, "-token-key must be at least 32 bytes"},
 	}
 	for _, tc := range cases {

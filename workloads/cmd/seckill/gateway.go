@@ -22,7 +22,7 @@ func runGateway(ctx context.Context, args []string) error {
 	var c config.Common
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	c.Bind(fs)
-	addr := fs.String("addr", envOr(names.EnvHTTPAddr, ":"+strconv.Itoa(names.GatewayPort)), "listen address ($"+names.EnvHTTPAddr+")")
+	addr := fs.String("addr", envOr(names.EnvHTTPAddr, ":"+strconv.Itoa(names.DefaultPorts["gateway"])), "listen address ($"+names.EnvHTTPAddr+")")
 	topic := fs.String("create-topic", names.TopicOrderCreate, "order-create topic")
 	tokenKey := fs.String("token-key", os.Getenv(names.EnvTokenKey), "HMAC key of the bearer tokens ($"+names.EnvTokenKey+")")
 	insecure := fs.Bool("insecure-dev-users", false, "trust the X-User-ID header (development only)")

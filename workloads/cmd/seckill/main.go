@@ -22,6 +22,7 @@ const usage = `usage: seckill <command> [flags]
 
 commands:
   migrate      apply the embedded PostgreSQL migrations (DSN from $` + names.EnvPGDSN + ` or -dsn)
+  activity     provision | window | status: the operator's store operations, by hand
   gateway      HTTP API: reserve, send at once, answer QUEUED
   consumer     order consumer: order-create messages -> one PostgreSQL transaction each
   relay        outbox relay: event_outbox -> RocketMQ
@@ -31,6 +32,7 @@ commands:
   canceller    timeout cancel: expired unpaid orders -> CANCELLED once, after the channel closes the payment
   dlq-replay   send a group's dead-lettered messages back to its topic (same message ids)
   payments     payment providers' signed callbacks -> PAID once; unknown orders quarantined
+  provider-sim the simulated payment channel (merchant API + signed callbacks), for running without a real one
   reconcile    the reconcile job: per-reservation checks, automatic repairs, conservation; exit 1 on critical anomalies left
   runbook      manual repair runbook: freeze, evidence, list/show/resolve repair tasks, unfreeze, verify
 
@@ -48,12 +50,16 @@ func main() {
 	switch os.Args[1] {
 	case "migrate":
 		err = runMigrate(ctx, os.Args[2:])
+	case "activity":
+		err = runActivity(ctx, os.Args[2:])
 	case "gateway":
 		err = runGateway(ctx, os.Args[2:])
 	case "consumer", "relay", "projector", "compensator", "scanner", "canceller":
 		err = worker(ctx, os.Args[1], os.Args[2:])
 	case "payments":
 		err = runPayments(ctx, os.Args[2:])
+	case "provider-sim":
+		err = runProviderSim(ctx, os.Args[2:])
 	case "reconcile":
 		err = runReconcile(ctx, os.Args[2:])
 	case "runbook":

@@ -38,7 +38,7 @@ func runPayments(ctx context.Context, args []string) error {
 	var c config.Common
 	fs := flag.NewFlagSet("payments", flag.ContinueOnError)
 	c.Bind(fs)
-	addr := fs.String("addr", envOr(names.EnvHTTPAddr, fmt.Sprintf(":%d", names.GatewayPort)), "listen address ($"+names.EnvHTTPAddr+")")
+	addr := fs.String("addr", envOr(names.EnvHTTPAddr, fmt.Sprintf(":%d", names.DefaultPorts["payments"])), "listen address ($"+names.EnvHTTPAddr+")")
 	keysFlag := fs.String("payment-keys", os.Getenv(names.EnvPaymentKeys), "provider:hexkey,... HMAC keys of the callbacks ($"+names.EnvPaymentKeys+")")
 	eventsTopic := fs.String("events-topic", names.TopicOrderEvents, "order events topic (ORDER_PAID)")
 	relook := fs.Duration("relookup", 30*time.Second, "how often quarantined callbacks of unknown orders are looked up again")

@@ -45,7 +45,7 @@ func worker(ctx context.Context, name string, args []string) error {
 	lease := fs.Duration("lease", 30*time.Second, "lease duration")
 	invisible := fs.Duration("invisible", 30*time.Second, "how long a received message stays invisible before redelivery")
 	paymentWindow := fs.Duration("payment-window", 15*time.Minute, "how long a new order waits for payment")
-	metricsAddr := fs.String("metrics-addr", envOr(names.EnvMetricsAddr, fmt.Sprintf(":%d", names.MetricsPort)),
+	metricsAddr := fs.String("metrics-addr", envOr(names.EnvMetricsAddr, fmt.Sprintf(":%d", names.DefaultPorts[name])),
 		"listen address of /metrics, /healthz, /readyz (\"0\": off) ($"+names.EnvMetricsAddr+")")
 	once := fs.Bool("once", false, "compensator: run until no task is due, then exit (a scheduled sweep)")
 	maxAttempts := fs.Int("max-attempts", names.RetryLimit+1, "deliveries the consumer group allows before its DLQ (retry limit + 1)")

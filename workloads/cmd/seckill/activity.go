@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/migrations"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+const activityUsage = `usage: seckill activity <provision|window|status> [flags]
+
+The store operations the operator makes for a SeckillActivity, for running
+the workloads without Kubernetes:
+  provision  migrate PostgreSQL, then set each SKU's stock in PostgreSQL and
+             in every Redis bucket, once per -generation (stock only grows)
+  window     set the sale window (NOT_STARTED, ACTIVE, PAUSED, ENDED) in every
+             Redis bucket and in activity_control, with the durations
+  status     what the stores hold: stock per SKU and bucket, window, backlog,
+             stock moves in transit, the last reconcile run
+
+Every command takes the common flags (-pg-dsn, -redis-addrs, -activity-id,
+-skus, ...; environment defaults as for the workloads).
+`
+
+func runActivity(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError{errors.New("a subcommand is required\n\n" + activityUsage)}
+	}
+	switch args[0] {
+	case "provision":
+		return activityProvision(ctx, args[1:], os.Stdout)
+	case "window":
+		return activityWindow(ctx, args[1:], os.Stdout)
+	case "status":
+		return activityStatus(ctx, args[1:], os.Stdout)
+	case "-h", "--help", "help":
+		fmt.Print(activityUsage)
+		return nil
+	}
+	return usageError{fmt.Errorf("unknown subcommand %q\n\n%s", args[0], activityUsage)}
+}
+
+// activityStore opens the activity's stores after the flags were checked.
+func activityStore(ctx context.Context, c *config.Common, closers *[]func() error) (*control.Store, []control.SKU, error) {
+	list, _ := c.SKUBuckets() // checked by the caller (Need.Slots)
+	skus := make([]control.SKU, 0, len(list))
+	for _, s := range list {
+		skus = append(skus, control.SKU{ID: s.ID, Buckets: s.Buckets})
+	}
+	pool, err := openPG(ctx, c, closers)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb, err := openRedis(ctx, c, closers)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &control.Store{Pool: pool, Redis: redisstore.New(rdb)}, skus, nil
+}
+
+// ParseStock parses -stock: sku=units,... for exactly the SKUs of -skus.
+func ParseStock(v string, skus []config.SKUBuckets) (map[int64]int64, error) {
+	if v == "" {
+		return nil, errors.New("-stock is required (sku=units,...)")
+	}
+	known := map[int64]bool{}
+	for _, s := range skus {
+		known[s.ID] = true
+	}
+	out := map[int64]int64{}
+	for _, part := range strings.Split(v, ",") {
+		k, n, ok := strings.Cut(strings.TrimSpace(part), "=")
+		sku, err1 := strconv.ParseInt(k, 10, 64)
+		units, err2 := strconv.ParseInt(n, 10, 64)
+		if !ok || err1 != nil || err2 != nil || units < 0 {
+			return nil, fmt.Errorf("-stock entry %q: want sku=units with units >= 0", part)
+		}
+		if !known[sku] {
+			return nil, fmt.Errorf("-stock names SKU %d, which -skus does not list", sku)
+		}
+		if _, dup := out[sku]; dup {
+			return nil, fmt.Errorf("-stock names SKU %d twice", sku)
+		}
+		out[sku] = units
+	}
+	for _, s := range skus {
+		if _, ok := out[s.ID]; !ok {
+			return nil, fmt.Errorf("-stock has no entry for SKU %d of -skus", s.ID)
+		}
+	}
+	return out, nil
+}
+
+func activityProvision(ctx context.Context, args []string, w io.Writer) error {
+	var c config.Common
+	fs := flag.NewFlagSet("activity provision", flag.ContinueOnError)
+	c.Bind(fs)
+	stock := fs.String("stock", "", "units per SKU: sku=units,... (every SKU of -skus)")
+	gen := fs.Int64("generation", 1, "provisioning generation: a stock change needs a higher one (as the manifest's metadata.generation)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	errs := []error{c.Check(config.Need{PG: true, Redis: true, Slots: true})}
+	list, _ := c.SKUBuckets()
+	units, err := ParseStock(*stock, list)
+	errs = append(errs, err)
+	if *gen <= 0 {
+		errs = append(errs, errors.New("-generation must be positive"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return usageError{err}
+	}
+	var closers []func() error
+	defer closeAll(&closers)
+	store, skus, err := activityStore(ctx, &c, &closers)
+	if err != nil {
+		return err
+	}
+	if _, err := migrations.Up(ctx, store.Pool); err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	for _, sku := range skus {
+		sku.Stock = units[sku.ID]
+		p, err := store.Provision(ctx, c.ActivityID, sku, *gen)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "SKU %d: %d units, generation %d: PostgreSQL %s, Redis buckets %s\n",
+			sku.ID, sku.Stock, *gen, p.Postgres, strings.Join(p.Redis, " "))
+		if !p.Changed() {
+			fmt.Fprintf(w, "  nothing changed: generation %d was applied before (a stock change needs a higher -generation)\n", *gen)
+		}
+	}
+	return nil
+}
+
+func activityWindow(ctx context.Context, args []string, w io.Writer) error {
+	var c config.Common
+	fs := flag.NewFlagSet("activity window", flag.ContinueOnError)
+	c.Bind(fs)
+	state := fs.String("state", "", "NOT_STARTED, ACTIVE, PAUSED or ENDED")
+	deadline := fs.Duration("business-deadline", 5*time.Minute, "business deadline of a reservation (recorded in activity_control)")
+	payment := fs.Duration("payment-window", 15*time.Minute, "payment window of an order (recorded in activity_control)")
+	gen := fs.Int64("generation", 0, "generation recorded with the window (0: keep the recorded one, 1 when none)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	errs := []error{c.Check(config.Need{PG: true, Redis: true, Slots: true})}
+	switch *state {
+	case redisstore.WindowNotStarted, redisstore.WindowActive, redisstore.WindowPaused, redisstore.WindowEnded:
+	default:
+		errs = append(errs, fmt.Errorf("-state %q: want NOT_STARTED, ACTIVE, PAUSED or ENDED", *state))
+	}
+	if *deadline <= 0 || *payment <= 0 || *gen < 0 {
+		errs = append(errs, errors.New("-business-deadline and -payment-window must be positive, -generation not negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return usageError{err}
+	}
+	var closers []func() error
+	defer closeAll(&closers)
+	store, skus, err := activityStore(ctx, &c, &closers)
+	if err != nil {
+		return err
+	}
+	g := *gen
+	if g == 0 {
+		cur, err := store.ReadControl(ctx, c.ActivityID)
+		if err != nil {
+			return err
+		}
+		g = 1
+		if cur != nil && cur.Generation > 0 {
+			g = cur.Generation
+		}
+	}
+	if err := store.SetWindow(ctx, c.ActivityID, skus, control.Settings{Window: *state,
+		BusinessDeadline: *deadline, PaymentWindow: *payment, Generation: g}); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "activity %d: window %s in %d SKU(s) and activity_control (business deadline %s, payment window %s, generation %d)\n",
+		c.ActivityID, *state, len(skus), *deadline, *payment, g)
+	return nil
+}
+
+func activityStatus(ctx context.Context, args []string, w io.Writer) error {
+	var c config.Common
+	fs := flag.NewFlagSet("activity status", flag.ContinueOnError)
+	c.Bind(fs)
+	jsonOut := fs.Bool("json", false, "print JSON instead of text")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if err := c.Check(config.Need{PG: true, Redis: true, Slots: true}); err != nil {
+		return usageError{err}
+	}
+	var closers []func() error
+	defer closeAll(&closers)
+	store, skus, err := activityStore(ctx, &c, &closers)
+	if err != nil {
+		return err
+	}
+	st, err := store.Status(ctx, c.ActivityID, skus, time.Now())
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(w, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st control.Status) {
+	fmt.Fprintf(w, "activity %d at %s\n", st.Activity, st.CheckedAt.Format(time.RFC3339))
+	if c := st.Control; c != nil {
+		fmt.Fprintf(w, "window %s (generation %d, business deadline %s, payment window %s, compensation paused %t %s)\n",
+			c.Window, c.Generation, c.BusinessDeadline, c.PaymentWindow, c.CompensationPaused, c.PauseReason)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SKU\tstore\tinitial\tavailable\topen/occupied\tcommitted/sold\tmoved in/out\twindow")
+	for _, s := range st.SKUs {
+		p := s.Postgres
+		fmt.Fprintf(tw, "%d\tPostgreSQL\t%d\t%d\t%d\t%d\t\t\n", s.ID, p.Initial, p.Available, p.Occupied, p.Sold)
+		for _, b := range s.Buckets {
+			fmt.Fprintf(tw, "%d\tRedis %s\t%d\t%d\t%d\t%d\t%d/%d\t%s\n", s.ID, b.Slot, b.Initial, b.Available, b.OpenReserved, b.Committed, b.MovedIn, b.MovedOut, b.Window)
+		}
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "order-create backlog: %d open, oldest %s\n", st.Backlog.Open, st.Backlog.OldestAge.Round(time.Millisecond))
+	if st.LastRun != nil {
+		fmt.Fprintf(w, "last reconcile run: %+v\n", *st.LastRun)
+	} else {
+		fmt.Fprintln(w, "last reconcile run: none")
+	}
+	if len(st.Problems) == 0 {
+		fmt.Fprintln(w, "problems: none")
+		return
+	}
+	fmt.Fprintln(w, "problems:")
+	for _, p := range st.Problems {
+		fmt.Fprintln(w, "  - "+p)
+	}
+}

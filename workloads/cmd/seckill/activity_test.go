@@ -1,0 +1,160 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/payment"
+	"github.com/seckill/seckill-operator/workloads/provider"
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// run runs the binary and returns its stdout, stderr and exit status.
+func run(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), errb.String(), ee.ExitCode()
+	}
+	require.NoError(t, err)
+	return out.String(), errb.String(), 0
+}
+
+// Issue 12: provisioning and the window without Kubernetes, with the
+// operator's store operations — once per generation, stock only grows —
+// and a status that says what the stores hold.
+func TestActivityCommands(t *testing.T) {
+	bin := buildBinary(t)
+	pool := testenv.Database(t)
+	activity := time.Now().UnixNano() % 1_000_000_000_000
+	common := []string{"-pg-dsn", pool.Config().ConnString(), "-redis-addrs", testenv.Get(t, "SECKILL_REDIS_ADDR"),
+		"-activity-id", strconv.FormatInt(activity, 10), "-skus", "1:3,2:1"}
+	cmd := func(args ...string) []string { return append(args, common...) }
+	status := func() control.Status {
+		out, errOut, code := run(t, bin, cmd("activity", "status", "-json")...)
+		require.Zero(t, code, errOut)
+		var st control.Status
+		require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+		return st
+	}
+
+	out, errOut, code := run(t, bin, cmd("activity", "provision", "-stock", "1=10,2=4")...)
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "SKU 1: 10 units, generation 1: PostgreSQL APPLIED, Redis buckets APPLIED APPLIED APPLIED")
+	st := status()
+	require.Len(t, st.SKUs, 2)
+	require.Equal(t, int64(10), st.SKUs[0].Postgres.Initial)
+	require.Equal(t, int64(10), st.SKUs[0].Redis.Initial)
+	var shares []int64
+	for _, b := range st.SKUs[0].Buckets {
+		shares = append(shares, b.Initial)
+	}
+	require.Equal(t, []int64{4, 3, 3}, shares)
+	require.Contains(t, st.Problems, "no activity_control row: run `seckill activity window`")
+
+	// Same generation: nothing changes, and it says so.
+	out, _, code = run(t, bin, cmd("activity", "provision", "-stock", "1=12,2=4")...)
+	require.Zero(t, code)
+	require.Contains(t, out, "nothing changed: generation 1 was applied before")
+	require.Equal(t, int64(10), status().SKUs[0].Postgres.Initial)
+	// A later generation grows the stock once; shrinking is refused.
+	_, errOut, code = run(t, bin, cmd("activity", "provision", "-stock", "1=12,2=4", "-generation", "2")...)
+	require.Zero(t, code, errOut)
+	require.Equal(t, int64(12), status().SKUs[0].Redis.Initial)
+	_, errOut, code = run(t, bin, cmd("activity", "provision", "-stock", "1=5,2=4", "-generation", "3")...)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "stock may only grow")
+
+	_, errOut, code = run(t, bin, cmd("activity", "window", "-state", "PAUSED", "-generation", "2")...)
+	require.Zero(t, code, errOut)
+	require.Equal(t, "PAUSED", status().Control.Window)
+	_, errOut, code = run(t, bin, cmd("activity", "window", "-state", "ACTIVE", "-payment-window", "2m")...)
+	require.Zero(t, code, errOut)
+	st = status()
+	require.Empty(t, st.Problems)
+	require.Equal(t, "ACTIVE", st.Control.Window)
+	require.Equal(t, 2*time.Minute, st.Control.PaymentWindow)
+	require.Equal(t, int64(2), st.Control.Generation, "the recorded generation is kept")
+	for _, s := range st.SKUs {
+		for _, b := range s.Buckets {
+			require.Equal(t, "ACTIVE", b.Window, b.Slot)
+		}
+	}
+	out, _, code = run(t, bin, cmd("activity", "status")...)
+	require.Zero(t, code)
+	require.Contains(t, out, "problems: none")
+}
+
+// The simulated channel as a process: a payment's success reaches the
+// callback endpoint signed with the channel's key (and duplicated when
+// asked); a payment after the close is refused as PAYMENT_CLOSED.
+func TestProviderSimProcess(t *testing.T) {
+	bin := buildBinary(t)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	var mu sync.Mutex
+	var bodies []payment.CallbackBody
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path != "/v1/payments/sim/callbacks" || r.Header.Get(payment.SignatureHeader) != payment.Sign(key, body) {
+			http.Error(w, "bad callback", http.StatusUnauthorized)
+			return
+		}
+		var b payment.CallbackBody
+		require.NoError(t, json.Unmarshal(body, &b))
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+	}))
+	defer cb.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(freeTCPPort(t))
+	startProcess(t, bin, "provider-sim", "-addr", addr, "-callback-url", cb.URL,
+		"-payment-keys", "sim:30313233343536373839616263646566"+"30313233343536373839616263646566", "-duplicates", "1")
+	c := &provider.Client{ProviderName: "sim", BaseURL: "http://" + addr}
+	ctx := context.Background()
+	order, closed := uuid.New(), uuid.New()
+	require.Eventually(t, func() bool { _, err := c.Query(ctx, order); return err == nil }, 10*time.Second, 50*time.Millisecond)
+
+	paid, err := c.Pay(ctx, order)
+	require.NoError(t, err)
+	mu.Lock()
+	require.Len(t, bodies, 2, "the success and its duplicate")
+	require.Equal(t, payment.CallbackBody{TransactionID: paid.TransactionID, OrderID: order.String(), Status: "SUCCESS",
+		PaidAtMs: paid.At.UnixMilli()}, bodies[0])
+	mu.Unlock()
+	q, err := c.Query(ctx, order)
+	require.NoError(t, err)
+	require.Equal(t, paid.TransactionID, q.TransactionID)
+
+	_, err = c.Close(ctx, closed)
+	require.NoError(t, err)
+	_, err = c.Pay(ctx, closed)
+	require.ErrorIs(t, err, provider.ErrClosed)
+}

@@ -7,6 +7,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,14 +173,50 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	return s
 }
 
+//go:embed api/openapi.yaml
+var openAPI []byte
+
+// OpenAPI is the description of this API that GET /openapi.yaml serves.
+func OpenAPI() []byte { return openAPI }
+
+// Route is one pattern the gateway serves.
+type Route struct{ Method, Path string }
+
+// Routes lists what Handler serves (the OpenAPI description lists the same).
+func Routes() []Route {
+	return []Route{
+		{"POST", "/v1/activities/{activity}/skus/{sku}/reservations"},
+		{"GET", "/v1/reservations/{id}"},
+		{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/metrics"}, {"GET", "/openapi.yaml"},
+	}
+}
+
+// Codes maps every code the API answers to its HTTP status.
+func Codes() map[string]int {
+	out := make(map[string]int, len(httpStatus))
+	for k, v := range httpStatus {
+		out[k] = v
+	}
+	return out
+}
+
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
+	handlers := map[string]http.Handler{
+		"POST /v1/activities/{activity}/skus/{sku}/reservations": http.HandlerFunc(s.reserve),
+		"GET /v1/reservations/{id}":                              http.HandlerFunc(s.status),
+		"GET /healthz":                                           http.HandlerFunc(s.healthy),
+		"GET /readyz":                                            http.HandlerFunc(s.ready),
+		"GET /metrics":                                           promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}),
+		"GET /openapi.yaml": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/yaml")
+			_, _ = w.Write(openAPI)
+		}),
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/activities/{activity}/skus/{sku}/reservations", s.reserve)
-	mux.HandleFunc("GET /v1/reservations/{id}", s.status)
-	mux.HandleFunc("GET /healthz", s.healthy)
-	mux.HandleFunc("GET /readyz", s.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	for _, r := range Routes() {
+		mux.Handle(r.Method+" "+r.Path, handlers[r.Method+" "+r.Path])
+	}
 	return mux
 }
 

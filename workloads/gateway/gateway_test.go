@@ -72,7 +72,7 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*
 		f(&cfg)
 	}
 	g := gateway.New(cfg, rs, testenv.Database(t), sender, ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	srv := httptest.NewServer(g.Handler())
+	srv := httptest.NewServer(conforming(t, g.Handler()))
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot}
 }

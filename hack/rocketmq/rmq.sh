@@ -12,6 +12,7 @@
 #   rmq.sh admin  <mqadmin sub-command and args>   (-n is added)
 #   rmq.sh stop                         stops what start started (pid files)
 #   rmq.sh stop-broker                  stops only broker+proxy (a broker restart: stop-broker, start)
+#   rmq.sh stop-namesrv                 stops only the name server (a name-server restart: stop-namesrv, start)
 #
 # Environment: RMQ_RUN_DIR (required: where store, logs and pid files live),
 # RMQ_VERSION (5.5.0), RMQ_CACHE (~/.cache/seckill), RMQ_NAMESRV_PORT, RMQ_BROKER_PORT
@@ -232,7 +233,8 @@ case "${1:-}" in
   start) cmd_start ;;
   stop)  cmd_stop ;;
   stop-broker) cmd_stop proxy ;;
+  stop-namesrv) cmd_stop namesrv ;;
   admin) shift; cmd_admin "$@" ;;
   ensure) shift; cmd_ensure "$@" ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n '2,19p' "$0"; exit 2 ;;
 esac

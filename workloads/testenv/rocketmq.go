@@ -117,7 +117,16 @@ func (r *RocketMQ) StopBroker(t testing.TB) {
 	}
 }
 
-// StartBroker starts the broker+proxy again on the same ports and store.
+// StopNameServer stops the name server (the broker+proxy stay).
+func (r *RocketMQ) StopNameServer(t testing.TB) {
+	t.Helper()
+	if err := r.rmq("stop-namesrv"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartBroker starts the broker+proxy again on the same ports and store
+// (and the name server, when it was stopped).
 func (r *RocketMQ) StartBroker(t testing.TB) {
 	t.Helper()
 	if err := r.rmq("start"); err != nil {

@@ -2,14 +2,10 @@ package pipeline_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +17,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/workloads/testsale"
 )
 
 // DESIGN §7 "broker restart": the broker (with its proxy) stops while
@@ -142,7 +139,7 @@ func TestGatewayTakesTrafficAgainAfterBrokerRestart(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil {
-					code, rid := postReservation(t, srv.URL, h.activity, target, u, req)
+					code, rid := testsale.PostAsDevUser(srv.URL, h.activity, target, u, req)
 					mu.Lock()
 					answers = append(answers, answer{time.Now(), code})
 					if code == gateway.CodeQueued {
@@ -153,7 +150,7 @@ func TestGatewayTakesTrafficAgainAfterBrokerRestart(t *testing.T) {
 						// The client's own retry (its first answer was slow):
 						// a replay, which never sends. A replay taking the
 						// breaker's half-open trial once left it open forever.
-						again, rid2 := postReservation(t, srv.URL, h.activity, target, u, req)
+						again, rid2 := testsale.PostAsDevUser(srv.URL, h.activity, target, u, req)
 						if again == gateway.CodeQueued && rid2 != rid {
 							mu.Lock()
 							replayMismatch++
@@ -172,7 +169,7 @@ func TestGatewayTakesTrafficAgainAfterBrokerRestart(t *testing.T) {
 	go func() { // a liveness probe every 500 ms
 		defer wg.Done()
 		for ctx.Err() == nil {
-			if resp, err := buyerClient.Get(srv.URL + "/healthz"); err == nil {
+			if resp, err := testsale.BuyerClient.Get(srv.URL + "/healthz"); err == nil {
 				if resp.StatusCode != http.StatusOK {
 					mu.Lock()
 					unhealth++
@@ -248,27 +245,4 @@ func TestGatewayTakesTrafficAgainAfterBrokerRestart(t *testing.T) {
 			count(t, h.pool, `SELECT count(*) FROM event_outbox WHERE status <> 'SENT'`) == 0
 	}, 180*time.Second, 500*time.Millisecond, "every accepted reservation became an order")
 	h.checkInvariants(t, len(accepted))
-}
-
-// buyerClient keeps its connections: thousands of buyers, few sockets.
-var buyerClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
-
-// postReservation posts one reservation as the dev user and returns the
-// answer's code and reservation id ("" when the request itself failed).
-func postReservation(t *testing.T, base string, activity, skuID, user int64, requestID string) (string, string) {
-	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/activities/%d/skus/%d/reservations", base, activity, skuID),
-		strings.NewReader(`{"request_id":"`+requestID+`"}`))
-	req.Header.Set("X-User-ID", strconv.FormatInt(user, 10))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := buyerClient.Do(req)
-	if err != nil {
-		return "", ""
-	}
-	defer resp.Body.Close()
-	var a struct {
-		Code string `json:"code"`
-		RID  string `json:"reservation_id"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&a)
-	return a.Code, a.RID
 }

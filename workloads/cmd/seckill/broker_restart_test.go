@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/workloads/testsale"
 )
 
 // Issue 12, as the workloads run: the binary's gateway, two consumers,
@@ -101,7 +101,7 @@ func TestProcessesRecoverFromBrokerRestart(t *testing.T) {
 			go func(u int64, req string) {
 				defer wg.Done()
 				for {
-					code, rid := postAsDevUser(base, activity, 1+u%2, u, req)
+					code, rid := testsale.PostAsDevUser(base, activity, 1+u%2, u, req)
 					mu.Lock()
 					answers = append(answers, answer{time.Now(), code})
 					if code == gateway.CodeQueued {
@@ -280,25 +280,4 @@ func flagsOf(env []string) []string {
 		}
 	}
 	return out
-}
-
-var devClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-
-// postAsDevUser posts one reservation as an X-User-ID dev user and returns
-// the answer's code and reservation id ("" when the request failed).
-func postAsDevUser(base string, activity, sku, user int64, requestID string) (string, string) {
-	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/activities/%d/skus/%d/reservations", base, activity, sku),
-		bytes.NewBufferString(`{"request_id":"`+requestID+`"}`))
-	req.Header.Set("X-User-ID", strconv.FormatInt(user, 10))
-	resp, err := devClient.Do(req)
-	if err != nil {
-		return "", ""
-	}
-	defer resp.Body.Close()
-	var a struct {
-		Code string `json:"code"`
-		RID  string `json:"reservation_id"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&a)
-	return a.Code, a.RID
 }

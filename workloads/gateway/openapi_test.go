@@ -85,23 +85,17 @@ func conforming(t *testing.T, h http.Handler) http.Handler {
 		h.ServeHTTP(rec, r)
 		tmpl, op := s.operation(r.Method, r.URL.Path)
 		status := strconv.Itoa(rec.Code)
-		switch {
-		case op == nil:
+		if op == nil {
 			if rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed {
 				t.Errorf("%s %s answered %d: the route is not in the OpenAPI description", r.Method, r.URL.Path, rec.Code)
 			}
-		default:
-			resp, ok := op.Responses[status]
-			if !ok {
-				t.Errorf("%s %s answered HTTP %d, which the description of %s does not list", r.Method, r.URL.Path, rec.Code, tmpl)
-				break
-			}
-			if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
-				var a map[string]any
-				if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
-					t.Errorf("%s %s: answer is not JSON: %v", r.Method, r.URL.Path, err)
-					break
-				}
+		} else if resp, ok := op.Responses[status]; !ok {
+			t.Errorf("%s %s answered HTTP %d, which the description of %s does not list", r.Method, r.URL.Path, rec.Code, tmpl)
+		} else if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+			var a map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
+				t.Errorf("%s %s: answer is not JSON: %v", r.Method, r.URL.Path, err)
+			} else {
 				code, _ := a["code"].(string)
 				if !contains(resp.Codes, code) {
 					t.Errorf("%s %s answered %d %q; the description lists %v for %d", r.Method, r.URL.Path, rec.Code, code, resp.Codes, rec.Code)

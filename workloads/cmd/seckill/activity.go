@@ -36,7 +36,8 @@ Every command takes the common flags (-pg-dsn, -redis-addrs, -activity-id,
 
 func runActivity(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageError{errors.New("a subcommand is required\n\n" + activityUsage)}
+		fmt.Fprint(os.Stderr, activityUsage)
+		return usageError{errors.New("a subcommand is required: provision, window or status")}
 	}
 	switch args[0] {
 	case "provision":
@@ -49,7 +50,8 @@ func runActivity(ctx context.Context, args []string) error {
 		fmt.Print(activityUsage)
 		return nil
 	}
-	return usageError{fmt.Errorf("unknown subcommand %q\n\n%s", args[0], activityUsage)}
+	fmt.Fprint(os.Stderr, activityUsage)
+	return usageError{fmt.Errorf("unknown subcommand %q: want provision, window or status", args[0])}
 }
 
 // activityStore opens the activity's stores after the flags were checked.

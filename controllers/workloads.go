@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -148,6 +149,9 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	ctr := corev1.Container{
 		Name: "seckill", Image: act.Spec.Workloads.Image, ImagePullPolicy: act.Spec.Workloads.ImagePullPolicy,
 		Command: []string{"/seckill"}, Args: args, Env: env, Resources: act.Spec.Workloads.Resources,
+		// The root filesystem is read-only; the RocketMQ client writes its
+		// log under the temp dir.
+		VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -169,6 +173,8 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 		ObjectMeta: metav1.ObjectMeta{Labels: labels(act, component), Annotations: map[string]string{"seckill.io/spec-hash": specHash(act)}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{ctr}, RestartPolicy: restart,
+			Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				SizeLimit: ptr.To(resource.MustParse("64Mi"))}}}},
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			TerminationGracePeriodSeconds: ptr.To(int64(30)),

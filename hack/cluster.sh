@@ -62,6 +62,14 @@ STACK_PORTS="${SECKILL_PG_PORT:-25432},${SECKILL_REDIS_PORT:-26379},${SECKILL_RM
 
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
+# write FILE < content: replaces FILE only when the content differs (a
+# running kube-proxy exits when its configuration file changes).
+write() {
+  local tmp="$1.new.$$"
+  cat > "$tmp"
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv -f "$tmp" "$1"; fi
+}
+
 # ------------------------------------------------------------------ builds
 install_packages() {
   local missing=()
@@ -144,7 +152,7 @@ pki() {
 }
 
 kubeconfig() {
-  cat > "$KUBECONFIG_FILE" <<EOF
+  write "$KUBECONFIG_FILE" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -177,7 +185,7 @@ network_up() {
   ip link set "$BRIDGE" up
   ip route replace "$SVC_CIDR" dev "$BRIDGE" src "$NODE_IP"
   mkdir -p "$DIR/cni/net.d" "$DIR/cni/ipam"
-  cat > "$DIR/cni/net.d/10-seckill.conflist" <<EOF
+  write "$DIR/cni/net.d/10-seckill.conflist" <<EOF
 {"cniVersion": "0.4.0", "name": "seckill", "plugins": [
   {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]],
@@ -254,7 +262,7 @@ wait_for() { # what seconds command...
 
 containerd_up() {
   mkdir -p "$DIR/containerd" "$DIR/run/containerd"
-  cat > "$DIR/containerd/config.toml" <<EOF
+  write "$DIR/containerd/config.toml" <<EOF
 version = 2
 root = "$DIR/containerd/root"
 state = "$DIR/containerd/state"
@@ -302,7 +310,7 @@ control_plane_up() {
 
 node_up() {
   mkdir -p "$DIR/kubelet/root" "$DIR/kubelet/pki"
-  cat > "$DIR/kubelet/config.yaml" <<EOF
+  write "$DIR/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -331,7 +339,7 @@ EOF
   start kubelet "$BIN/kubelet" --config "$DIR/kubelet/config.yaml" --kubeconfig "$KUBECONFIG_FILE" \
     --root-dir "$DIR/kubelet/root" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --cert-dir "$DIR/kubelet/pki"
   wait_for "node $NODE_NAME Ready" 120 node_ready
-  cat > "$DIR/kube-proxy.yaml" <<EOF
+  write "$DIR/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: "$KUBECONFIG_FILE"}
@@ -370,7 +378,15 @@ cmd_up() {
   import_images
   control_plane_up
   node_up
-  start forward "$BIN/forward" -listen "$NODE_IP" -to 127.0.0.1 -ports "$STACK_PORTS"
+  # Only what listens on loopback alone needs relaying (the RocketMQ proxy
+  # listens on every address).
+  local p fwd=()
+  for p in ${STACK_PORTS//,/ }; do
+    ss -Htln "sport = :$p" | awk '{print $4}' | grep -qE '^(\*|0\.0\.0\.0|\[::\]):' || fwd+=("$p")
+  done
+  if [ ${#fwd[@]} -gt 0 ]; then
+    start forward "$BIN/forward" -listen "$NODE_IP" -to 127.0.0.1 -ports "$(IFS=,; echo "${fwd[*]}")"
+  fi
   kubectl label node "$NODE_NAME" node-role.kubernetes.io/seckill= --overwrite >/dev/null
   log "up in $((SECONDS - t0))s: KUBECONFIG=$KUBECONFIG_FILE (node $NODE_NAME at $NODE_IP; the stack at $NODE_IP:{$STACK_PORTS} from pods)"
 }

@@ -21,8 +21,10 @@
 # binaries with go-containerregistry (hack/image); both are imported into
 # containerd's k8s.io namespace.
 #
-# Network, all on this machine: the control plane on 127.0.0.1; the node is
-# the bridge seckill0 (10.244.0.1/24), pods get 10.244.0.0/24, services
+# Network, all on this machine: etcd, the controller manager and the
+# scheduler on 127.0.0.1; the node is the bridge seckill0 (10.244.0.1/24),
+# where the API server listens too (pods reach it through the kubernetes
+# Service, whose endpoint it keeps as its advertise address); pods get 10.244.0.0/24, services
 # 10.96.0.0/16 (routed to the bridge); no masquerade to the outside (the
 # bridge plugin runs with ipMasq false; kube-proxy masquerades only service
 # traffic onto the bridge). The stack's servers are reached from pods at
@@ -157,7 +159,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: seckill
-  cluster: {server: "https://127.0.0.1:$APISERVER_PORT", certificate-authority: "$PKI/ca.crt"}
+  cluster: {server: "https://$NODE_IP:$APISERVER_PORT", certificate-authority: "$PKI/ca.crt"}
 users:
 - name: admin
   user: {client-certificate: "$PKI/admin.crt", client-key: "$PKI/admin.key"}
@@ -240,6 +242,15 @@ restore_host() {
   rmdir /var/lib/kubelet /usr/libexec/kubernetes 2>/dev/null || true
 }
 
+# advertise IP: the stack's RocketMQ proxy hands pods (and everyone) this
+# route endpoint; 127.0.0.1 is unreachable from a pod.
+advertise() {
+  local run="$ROOT/.stack/rocketmq"
+  if [ -f "$run/proxy.pid" ] || [ "$1" != 127.0.0.1 ]; then
+    RMQ_RUN_DIR="$run" "$ROOT/hack/rocketmq/rmq.sh" advertise "$1"
+  fi
+}
+
 # ------------------------------------------------------------------ daemons
 start() { # name cmd... : start in the background unless running
   local name="$1"; shift
@@ -294,7 +305,7 @@ control_plane_up() {
     --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" --initial-cluster "default=http://127.0.0.1:$((ETCD_PORT + 1))" \
     --quota-backend-bytes 1073741824
   start kube-apiserver "$ROOT/.stack/k8s/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none --secure-port "$APISERVER_PORT" \
+    --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" --client-ca-file "$PKI/ca.crt" \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range "$SVC_CIDR" \
@@ -374,6 +385,7 @@ cmd_up() {
   kubeconfig
   record_host
   network_up
+  advertise "$NODE_IP"
   containerd_up
   import_images
   control_plane_up
@@ -420,6 +432,7 @@ cmd_down() {
   done
   if [ -x "$BIN/kube-proxy" ]; then "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
   iptables_clean
+  advertise 127.0.0.1
   network_down
   restore_host
   rm -rf "$DIR/etcd" "$DIR/kubelet/root" "$DIR/containerd/state"

@@ -13,6 +13,9 @@
 #   rmq.sh stop                         stops what start started (pid files)
 #   rmq.sh stop-broker                  stops only broker+proxy (a broker restart: stop-broker, start)
 #   rmq.sh stop-namesrv                 stops only the name server (a name-server restart: stop-namesrv, start)
+#   rmq.sh advertise <ip>               the address the proxy hands gRPC clients as the route endpoint
+#                                       (default 127.0.0.1; the local cluster's pods need the node's
+#                                       bridge address): kept in the run dir, the broker restarted if it differs
 #
 # Environment: RMQ_RUN_DIR (required: where store, logs and pid files live),
 # RMQ_VERSION (5.5.0), RMQ_CACHE (~/.cache/seckill), RMQ_NAMESRV_PORT, RMQ_BROKER_PORT
@@ -56,8 +59,16 @@ common_opts() {
        "-Duser.home=$RUN/home -Drocketmq.home.dir=$RUN/home -Dfile.encoding=UTF-8"
 }
 
+# The route endpoint the proxy hands out (rmq.sh advertise): only an address
+# of this machine — a bridge that is gone must never send clients elsewhere.
+advertised() {
+  local ip
+  ip=$(cat "$RUN/advertise" 2>/dev/null || true)
+  if [ -n "$ip" ] && ip -4 -o addr show 2>/dev/null | grep -q " inet $ip/"; then echo "$ip"; else echo 127.0.0.1; fi
+}
+
 render() {
-  sed -e "s#@RUN_DIR@#$RUN#g" -e "s#@NAMESRV_PORT@#$NAMESRV_PORT#g" -e "s#@BROKER_PORT@#$BROKER_PORT#g" \
+  sed -e "s#@RUN_DIR@#$RUN#g" -e "s#@BROKER_IP@#$(advertised)#g" -e "s#@NAMESRV_PORT@#$NAMESRV_PORT#g" -e "s#@BROKER_PORT@#$BROKER_PORT#g" \
       -e "s#@GRPC_PORT@#$GRPC_PORT#g" -e "s#@REMOTING_PORT@#$REMOTING_PORT#g" "$1"
 }
 
@@ -214,6 +225,19 @@ cmd_ensure() { # <spec-file>
   done
 }
 
+cmd_advertise() {
+  local ip="$1" conf="$RUN/home/conf/broker.conf"
+  [[ "$ip" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "advertise: $ip is not an IPv4 address"
+  mkdir -p "$RUN"
+  echo "$ip" > "$RUN/advertise"
+  [ "$(advertised)" = "$ip" ] || die "advertise: $ip is not an address of this machine"
+  if alive proxy && ! grep -qx "brokerIP1=$ip" "$conf" 2>/dev/null; then
+    log "broker+proxy restart: route endpoint $ip"
+    cmd_stop proxy
+    cmd_start
+  fi
+}
+
 cmd_stop() { # [names...] (default: proxy namesrv)
   local f pid names=("$@")
   [ ${#names[@]} -gt 0 ] || names=(proxy namesrv)
@@ -236,5 +260,6 @@ case "${1:-}" in
   stop-namesrv) cmd_stop namesrv ;;
   admin) shift; cmd_admin "$@" ;;
   ensure) shift; cmd_ensure "$@" ;;
-  *) sed -n '2,19p' "$0"; exit 2 ;;
+  advertise) shift; cmd_advertise "${1:?advertise <ip>}" ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
 esac

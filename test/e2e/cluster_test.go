@@ -40,9 +40,8 @@ import (
 )
 
 const (
-	nodeIP    = "10.244.0.1"
-	image     = "localhost/seckill:dev"
-	namespace = "sale"
+	nodeIP = "10.244.0.1"
+	image  = "localhost/seckill:dev"
 )
 
 func repoRoot() string {
@@ -101,7 +100,7 @@ func TestSaleOnTheCluster(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(run(t, filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "get", "pods", "-A", "-o", "wide"))
-			out, _ := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "-n", "seckill-system", "logs", "deploy/seckill-seckill-operator", "--tail", "60").CombinedOutput()
+			out, _ := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "-n", "seckill-system", "logs", "deploy/seckill-operator", "--tail", "60").CombinedOutput()
 			t.Logf("operator log:\n%s", out)
 		}
 	})
@@ -109,7 +108,10 @@ func TestSaleOnTheCluster(t *testing.T) {
 	// 2. The activity's database, its Secret and the manifest.
 	pool := testenv.Database(t)
 	activity := time.Now().UnixNano()%1_000_000_000_000 + 1
-	_ = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+	namespace := fmt.Sprintf("sale-%d", activity)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	require.NoError(t, c.Create(ctx, ns))
+	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
 	tokenKey := strings.Repeat("t", 32)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("conn-%d", activity), Namespace: namespace},
 		StringData: map[string]string{
@@ -135,7 +137,20 @@ func TestSaleOnTheCluster(t *testing.T) {
 			Scaling:   seckillv1alpha1.ScalingSpec{MinConsumers: 1, MaxConsumers: 3},
 		}}
 	require.NoError(t, c.Create(ctx, act))
-	t.Cleanup(func() { _ = c.Delete(context.Background(), act) })
+	// Deleted, and gone (archived by the operator), before the database is
+	// dropped: a workload left running would keep consuming from the shared
+	// topics for an activity whose database no longer exists.
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), act)
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(act), &seckillv1alpha1.SeckillActivity{}); err != nil {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+		t.Errorf("activity %s was not archived and deleted within 2 minutes", act.Name)
+	})
 
 	// 3. The phases, as `kubectl get seckillactivities -w` shows them.
 	var mu sync.Mutex

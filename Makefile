@@ -70,6 +70,23 @@ stack-test: ## Test hack/stack.sh itself: up twice, up after kill -9 of a compon
 stack-status: ## Show what is running.
 	hack/stack.sh status
 
+.PHONY: cluster-up
+cluster-up: stack-up ## Start a real single-node Kubernetes beside the stack (root; builds cached by version).
+	hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the cluster and undo every host change it made.
+	hack/cluster.sh down
+
+.PHONY: cluster-status
+cluster-status: ## Show what of the cluster runs.
+	hack/cluster.sh status
+
+.PHONY: e2e
+e2e: cluster-up ## The sale on the real cluster: chart, activity, phases to Completed, invariants.
+	hack/cluster.sh image
+	SECKILL_E2E=1 go test -count=1 -v -timeout 20m ./test/e2e
+
 .PHONY: demo
 demo: ## Run the demo flash sale on the local real stack (starts what it needs: no envtest).
 	hack/stack.sh up --no-envtest

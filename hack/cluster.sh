@@ -210,7 +210,7 @@ iptables_clean() {
     for t in filter nat mangle; do
       # Jumps into KUBE-* chains from the built-in chains, then the chains.
       "$ipt" -t "$t" -S 2>/dev/null | grep -E '^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) .*-j KUBE-' | sed 's/^-A/-D/' |
-        while read -r rule; do eval "$ipt -t $t $rule" 2>/dev/null || true; done
+        while read -r rule; do eval "$ipt -t $t $rule" 2>/dev/null || true; done || true
       for c in $("$ipt" -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
         "$ipt" -t "$t" -F "$c" 2>/dev/null || true
       done
@@ -247,7 +247,7 @@ restore_host() {
 advertise() {
   local run="$ROOT/.stack/rocketmq"
   if [ -f "$run/proxy.pid" ] || [ "$1" != 127.0.0.1 ]; then
-    RMQ_RUN_DIR="$run" "$ROOT/hack/rocketmq/rmq.sh" advertise "$1"
+    RMQ_RUN_DIR="$run" "$ROOT/hack/rocketmq/rmq.sh" advertise "$1" 9>&-
   fi
 }
 

@@ -4,6 +4,7 @@
 # pgbench running the same statements (hack/bench/order_txn.pgbench, kept
 # equal to the consumer's SQL by a test) with the same 32 connections.
 # Medians of RUNS runs of N transactions each; the machine is small and noisy.
+# make test runs it with tiny counts (hack/benchsmoke), so it cannot rot.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS="${RUNS:-3}"
@@ -38,6 +39,7 @@ ours=()
 for _ in $(seq "$RUNS"); do
   r=$(cd "$ROOT" && go test -run '^$' -bench '^BenchmarkOrderTransaction$' -benchtime "${N}x" -count 1 ./workloads/orderstore/ \
     | awk '/BenchmarkOrderTransaction/ {for (i=1;i<=NF;i++) if ($(i+1)=="orders/s") print $i}')
+  [ -n "$r" ] || { echo "BenchmarkOrderTransaction gave no figure" >&2; exit 1; }
   ours+=("${r%.*}")
 done
 

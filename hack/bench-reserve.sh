@@ -2,7 +2,9 @@
 # bench-reserve.sh — throughput of the reserve Lua script through our Go
 # store, next to the ceiling measured in the same run: redis-benchmark
 # calling EVALSHA of the same script (same keys layout, a new buyer per call).
-# Medians of RUNS runs each; the machine is small and noisy.
+# Medians of RUNS runs each; the machine is small and noisy. The KEYS and
+# ARGV below follow reserve.lua's header: keep them in step (the smoke test,
+# hack/benchsmoke, runs this script in make test with tiny counts).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS="${RUNS:-3}"
@@ -21,11 +23,12 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ceiling=()
 for _ in $(seq "$RUNS"); do
   rps=$(redis-benchmark -p "$PORT" -n "$N" -c 32 -r 1000000000 -q \
-    EVALSHA "$sha" 7 "seckill:$tag:window" "seckill:$tag:stock" "seckill:$tag:counter" \
+    EVALSHA "$sha" 8 "seckill:$tag:window" "seckill:$tag:stock" "seckill:$tag:counter" \
     "seckill:$tag:request:__rand_int__" "seckill:$tag:user:__rand_int__" \
-    "seckill:$tag:reservation:__rand_int__" "seckill:$tag:send_due" \
+    "seckill:$tag:reservation:__rand_int__" "seckill:$tag:send_due" "seckill:$tag:open" \
     rid mid req 1 1 __rand_int__ -1 1782360000000 1782360300000 1782360005000 600000 1 1 t \
     | tr '\r' '\n' | sed -nE 's/.*: ([0-9.,]+) requests per second.*/\1/p' | tail -1 | tr -d ',')
+  [ -n "$rps" ] || { echo "redis-benchmark gave no figure (a script error?)" >&2; exit 1; }
   ceiling+=("$rps")
 done
 
@@ -33,6 +36,7 @@ ours=()
 for _ in $(seq "$RUNS"); do
   r=$(cd "$ROOT" && go test -run '^$' -bench '^BenchmarkReserve$' -benchtime "${N}x" -count 1 ./workloads/redisstore/ \
     | awk '/BenchmarkReserve/ {for (i=1;i<=NF;i++) if ($(i+1)=="reserves/s") print $i}')
+  [ -n "$r" ] || { echo "BenchmarkReserve gave no figure" >&2; exit 1; }
   ours+=("$r")
 done
 

@@ -36,6 +36,7 @@ import (
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
 
@@ -155,6 +156,7 @@ func TestSaleOnTheCluster(t *testing.T) {
 	// 3. The phases, as `kubectl get seckillactivities -w` shows them.
 	var mu sync.Mutex
 	var phases []seckillv1alpha1.Phase
+	var maxDesired int32
 	phase := func() seckillv1alpha1.Phase {
 		var cur seckillv1alpha1.SeckillActivity
 		if err := c.Get(ctx, client.ObjectKeyFromObject(act), &cur); err != nil {
@@ -162,6 +164,7 @@ func TestSaleOnTheCluster(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		maxDesired = max(maxDesired, cur.Status.DesiredConsumers)
 		if p := cur.Status.Phase; p != "" && (len(phases) == 0 || phases[len(phases)-1] != p) {
 			phases = append(phases, p)
 			t.Logf("%s phase %s (sold %s, consumers %d/%d)", time.Now().Format("15:04:05"), p, cur.Status.Sold, cur.Status.ReadyConsumers, cur.Status.DesiredConsumers)
@@ -221,6 +224,14 @@ func TestSaleOnTheCluster(t *testing.T) {
 			mu.Unlock()
 		}(u)
 	}
+	// A consumer pod killed mid-sale, as `kubectl delete pod --grace-period=0
+	// --force` does: its deliveries come back to the others.
+	var pods corev1.PodList
+	require.NoError(t, c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/instance": act.Name, names.LabelComponent: "order-consumer"}))
+	if len(pods.Items) > 0 {
+		require.NoError(t, c.Delete(ctx, &pods.Items[0], client.GracePeriodSeconds(0)))
+		t.Logf("killed consumer pod %s mid-sale", pods.Items[0].Name)
+	}
 	wg.Wait()
 	t.Logf("answers: %v", codes)
 	require.Equal(t, stock, len(queued), "every unit reserved")
@@ -242,6 +253,10 @@ func TestSaleOnTheCluster(t *testing.T) {
 		}
 	}
 	require.True(t, final, "the final reconcile Job ran as a pod and exited 0")
+
+	mu.Lock()
+	t.Logf("phases %v; desired consumers peaked at %d", seen, maxDesired)
+	mu.Unlock()
 
 	// 6. The invariants, straight in PostgreSQL.
 	checkInvariants(t, pool, activity, stock, len(queued))

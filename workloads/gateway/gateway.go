@@ -160,7 +160,6 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	reg := prometheus.NewRegistry()
 	s := &Server{cfg: cfg, redis: rs, pg: pg, sender: sender, ring: ring, log: log, now: time.Now, reg: reg,
 		breaker: &Breaker{Threshold: 5, Cooldown: 5 * time.Second}, limiter: newLimiter(cfg.RatePerSecond)}
-	s.stock = &borrower{redis: rs, hold: cfg.SoldOutHold, max: cfg.MoveMax, soldOut: map[int64]time.Time{}}
 	s.m = metrics{
 		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Reservation requests by answer code."}, []string{"code"}),
 		created:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_created_total", Help: "Redis reservations created."}),
@@ -168,7 +167,7 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 		latency:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_reserve_seconds", Help: "Reserve request latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		moved:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stock_moved_units_total", Help: "Units moved into an empty bucket from a sibling, by SKU."}, []string{"sku"}),
 	}
-	s.stock.moved = s.m.moved
+	s.stock = &borrower{redis: rs, hold: cfg.SoldOutHold, max: cfg.MoveMax, moved: s.m.moved, soldOut: map[int64]time.Time{}}
 	reg.MustRegister(s.m.requests, s.m.created, s.m.sendUnknown, s.m.latency, s.m.moved)
 	return s
 }

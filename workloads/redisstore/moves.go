@@ -23,15 +23,12 @@ import (
 // counters (sum of moved_out - moved_in over the SKU) and in the source's
 // pending hash, from which Settle finishes the move.
 
-// Move codes.
+// Move codes (the scripts' headers list them all).
 const (
-	MoveOutDone        = 1
-	MoveOutAlready     = 2
-	MoveOutEmpty       = -1
-	MoveInDone         = 1
-	MoveInAlready      = 2
-	MoveNotProvisioned = -4
-	moveInvalidReason  = "INVALID_ARGUMENT"
+	MoveOutDone       = 1
+	MoveOutAlready    = 2
+	MoveInAlready     = 2
+	moveInvalidReason = "INVALID_ARGUMENT"
 )
 
 // MoveOut runs move_out.lua on the source slot: it takes up to max units
@@ -63,8 +60,13 @@ func (s *Store) MoveIn(ctx context.Context, dst Slot, id uuid.UUID, amount int64
 	return res, nil
 }
 
-// finishMove deletes a move's pending entry once its destination applied it.
-func (s *Store) finishMove(ctx context.Context, src Slot, id uuid.UUID) error {
+// completeMove applies a recorded move to its destination (once, by id)
+// and then deletes the source's pending entry: the second half of every
+// move, made by its mover or by Settle.
+func (s *Store) completeMove(ctx context.Context, src, dst Slot, id uuid.UUID, amount int64) error {
+	if _, err := s.MoveIn(ctx, dst, id, amount); err != nil {
+		return fmt.Errorf("%d units in transit from %s: %w", amount, src.Tag(), err)
+	}
 	if err := s.c.HDel(ctx, src.MovesOut(), id.String()).Err(); err != nil {
 		return fmt.Errorf("finishing move %s on %s: %w", id, src.Tag(), err)
 	}
@@ -83,11 +85,8 @@ func (s *Store) MoveStock(ctx context.Context, src, dst Slot, max int, now time.
 	if err != nil || res.Code != MoveOutDone {
 		return 0, err
 	}
-	if _, err := s.MoveIn(ctx, dst, id, amount); err != nil {
-		return 0, fmt.Errorf("%d units in transit (settled later): %w", amount, err)
-	}
-	if err := s.finishMove(ctx, src, id); err != nil {
-		return amount, err
+	if err := s.completeMove(ctx, src, dst, id, amount); err != nil {
+		return 0, fmt.Errorf("moving stock (settled later): %w", err)
 	}
 	return amount, nil
 }
@@ -149,11 +148,8 @@ func (s *Store) Settle(ctx context.Context, slots []Slot, minAge time.Duration, 
 		if now.Sub(p.At) < minAge {
 			continue
 		}
-		if _, err := s.MoveIn(ctx, p.To, p.ID, p.Amount); err != nil {
-			return n, fmt.Errorf("settling move %s from %s: %w", p.ID, p.From.Tag(), err)
-		}
-		if err := s.finishMove(ctx, p.From, p.ID); err != nil {
-			return n, err
+		if err := s.completeMove(ctx, p.From, p.To, p.ID, p.Amount); err != nil {
+			return n, fmt.Errorf("settling move %s: %w", p.ID, err)
 		}
 		n++
 	}

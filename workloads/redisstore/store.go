@@ -262,11 +262,18 @@ const (
 	WindowEnded      = "ENDED"
 )
 
-// SetWindow sets a slot's window flag.
-func (s *Store) SetWindow(ctx context.Context, sl Slot, state string) error {
+// ValidWindow reports whether state is one of the window flags.
+func ValidWindow(state string) bool {
 	switch state {
 	case WindowNotStarted, WindowActive, WindowPaused, WindowEnded:
-	default:
+		return true
+	}
+	return false
+}
+
+// SetWindow sets a slot's window flag.
+func (s *Store) SetWindow(ctx context.Context, sl Slot, state string) error {
+	if !ValidWindow(state) {
 		return fmt.Errorf("setting window: unknown state %q", state)
 	}
 	if err := s.c.Set(ctx, sl.Window(), state, 0).Err(); err != nil {

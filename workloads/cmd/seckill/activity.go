@@ -56,11 +56,7 @@ func runActivity(ctx context.Context, args []string) error {
 
 // activityStore opens the activity's stores after the flags were checked.
 func activityStore(ctx context.Context, c *config.Common, closers *[]func() error) (*control.Store, []control.SKU, error) {
-	list, _ := c.SKUBuckets() // checked by the caller (Need.Slots)
-	skus := make([]control.SKU, 0, len(list))
-	for _, s := range list {
-		skus = append(skus, control.SKU{ID: s.ID, Buckets: s.Buckets})
-	}
+	skus := controlSKUs(c)
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, nil, err
@@ -70,6 +66,17 @@ func activityStore(ctx context.Context, c *config.Common, closers *[]func() erro
 		return nil, nil, err
 	}
 	return &control.Store{Pool: pool, Redis: redisstore.New(rdb)}, skus, nil
+}
+
+// controlSKUs are -skus as the store operations take them (checked by the
+// caller: Need.Slots).
+func controlSKUs(c *config.Common) []control.SKU {
+	list, _ := c.SKUBuckets()
+	skus := make([]control.SKU, 0, len(list))
+	for _, s := range list {
+		skus = append(skus, control.SKU{ID: s.ID, Buckets: s.Buckets})
+	}
+	return skus
 }
 
 // ParseStock parses -stock: sku=units,... for exactly the SKUs of -skus.
@@ -160,9 +167,7 @@ func activityWindow(ctx context.Context, args []string, w io.Writer) error {
 		return usageError{err}
 	}
 	errs := []error{c.Check(config.Need{PG: true, Redis: true, Slots: true})}
-	switch *state {
-	case redisstore.WindowNotStarted, redisstore.WindowActive, redisstore.WindowPaused, redisstore.WindowEnded:
-	default:
+	if !redisstore.ValidWindow(*state) {
 		errs = append(errs, fmt.Errorf("-state %q: want NOT_STARTED, ACTIVE, PAUSED or ENDED", *state))
 	}
 	if *deadline <= 0 || *payment <= 0 || *gen < 0 {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill-operator/workloads/config"
-	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/reconcile"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -39,11 +38,7 @@ func runReconcile(ctx context.Context, args []string) error {
 	if *grace <= 0 {
 		return usageError{errors.New("-hard-deadline-grace must be positive")}
 	}
-	list, _ := c.SKUBuckets() // checked above (Need.Slots)
-	skus := make([]control.SKU, 0, len(list))
-	for _, sku := range list {
-		skus = append(skus, control.SKU{ID: sku.ID, Buckets: sku.Buckets})
-	}
+	skus := controlSKUs(&c) // checked above (Need.Slots)
 	var closers []func() error
 	defer closeAll(&closers)
 	pool, err := openPG(ctx, &c, &closers)

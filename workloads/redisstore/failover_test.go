@@ -34,6 +34,7 @@ func TestReserveThroughASentinelFailoverUnderLoad(t *testing.T) {
 	var (
 		mu            sync.Mutex
 		ok            []acked
+		unknown       []uuid.UUID // calls that failed: the script may still have run
 		failed, after atomic.Int64
 		user          atomic.Int64
 		failedOver    atomic.Bool
@@ -58,6 +59,9 @@ func TestReserveThroughASentinelFailoverUnderLoad(t *testing.T) {
 				cancel()
 				if err != nil || res.Code != redisstore.ReserveOK {
 					failed.Add(1)
+					mu.Lock()
+					unknown = append(unknown, r.ReservationID)
+					mu.Unlock()
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
@@ -97,9 +101,21 @@ func TestReserveThroughASentinelFailoverUnderLoad(t *testing.T) {
 			lost++
 		}
 	}
+	// A call that failed (a timeout, a connection cut by the failover) has
+	// an unknown outcome: the script may have run. Those found on the new
+	// primary are counted too, so the counters must equal exactly the
+	// reservation hashes it holds among everything that was attempted.
+	var ranAnyway int
+	for _, id := range unknown {
+		h, err := f.s.Reservation(ctx, f.slot, id)
+		require.NoError(t, err)
+		if h != nil {
+			ranAnyway++
+		}
+	}
 	held := int(counters.Initial - counters.Available)
 	require.Equal(t, int64(held), counters.OpenReserved, "every unit taken is an open reservation")
-	require.Equal(t, len(ok)-lost, held, "the counters count exactly the reservations the new primary holds")
-	t.Logf("acknowledged %d (%d before the checkpoint), lost in the failover %d, failed calls %d, reserved after it %d",
-		len(ok), before, lost, failed.Load(), after.Load())
+	require.Equal(t, len(ok)-lost+ranAnyway, held, "the counters count exactly the reservations the new primary holds")
+	t.Logf("acknowledged %d (%d before the checkpoint), lost in the failover %d, failed calls %d (%d of them ran anyway), reserved after it %d",
+		len(ok), before, lost, failed.Load(), ranAnyway, after.Load())
 }

@@ -389,6 +389,37 @@ func TestScalingFromHeartbeatsAndBacklog(t *testing.T) {
 	require.Equal(t, int32(2), a.Status.DesiredConsumers)
 }
 
+// spec.scaling.suspendConsumers takes the consumer Deployment to 0 replicas
+// while the sale goes on (the backlog is measured, the other workloads keep
+// running); set back, the consumers come back sized to the backlog.
+func TestSuspendAndResumeConsumers(t *testing.T) {
+	s := newSale(t, "suspend", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.SKUs[0].Stock = 1000
+		a.Spec.Scaling.TargetDrainTime = &metav1.Duration{Duration: time.Second}
+		a.Spec.Scaling.MaxConsumers = 4
+	})
+	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	consumers := func(a *seckillv1alpha1.SeckillActivity) int32 {
+		var d appsv1.Deployment
+		require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentConsumer)}, &d))
+		return *d.Spec.Replicas
+	}
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Scaling.SuspendConsumers = true })
+	s.reserve(120, time.Now())
+	a := s.eventually("suspended", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return a.Status.DesiredConsumers == 0 && a.Status.OpenReservations == 120
+	})
+	require.Equal(t, int32(0), consumers(a))
+	require.Equal(t, "suspended by spec.scaling.suspendConsumers", a.Status.ScalingReason)
+	require.Equal(t, seckillv1alpha1.PhaseActive, a.Status.Phase, "the sale goes on")
+
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Scaling.SuspendConsumers = false })
+	// No heartbeat (the consumers are gone): 50/s assumed, 1 s drain, 120 open → 3.
+	a = s.eventually("resumed", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.DesiredConsumers == 3 })
+	require.Equal(t, int32(3), consumers(a))
+	require.Contains(t, a.Status.ScalingReason, "needs 3")
+}
+
 // The backlog guard: an undecided reservation older than the threshold
 // pauses time-driven compensation (condition and the PostgreSQL flag the
 // workloads obey); once it is decided the pause is lifted.

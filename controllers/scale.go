@@ -16,6 +16,9 @@ import (
 // heartbeatFresh: heartbeats older than this are from consumers that are gone.
 const heartbeatFresh = 30 * time.Second
 
+// reasonSuspended is the scaling reason while spec.scaling.suspendConsumers holds.
+const reasonSuspended = "suspended by spec.scaling.suspendConsumers"
+
 // scale reads what the consumers and PostgreSQL report and decides the
 // order-consumer count (scaling.go); the measured capacity and the reason
 // go to status, a change to an event.
@@ -25,6 +28,15 @@ func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alp
 	current := st.DesiredConsumers
 	if current == 0 {
 		current = max(sp.MinConsumers, 1)
+	}
+	if sp.SuspendConsumers {
+		if st.ScalingReason != reasonSuspended {
+			r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "ScaledConsumers", "Scale", "%d → 0: %s", st.DesiredConsumers, reasonSuspended)
+			t := metav1.NewTime(now)
+			st.LastScaleTime = &t
+		}
+		st.ScalingReason = reasonSuspended
+		return 0
 	}
 	cons, err := store.ReadConsumers(ctx, act.Spec.ActivityID, heartbeatFresh)
 	if err != nil {
@@ -43,7 +55,8 @@ func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alp
 	d := DecideScale(ScaleInput{Current: current, Min: max(sp.MinConsumers, 1), Max: max(sp.MaxConsumers, 1),
 		Backlog: b.Open, OldestAge: b.OldestAge, TargetDrain: dur(sp.TargetDrainTime, 5*time.Minute),
 		Live: cons.Live, Rate: cons.Rate, P50: cons.P50, P99: cons.P99,
-		LatencyBudget: dur(sp.LatencyBudget, 100*time.Millisecond), Capacity: capacity, SinceLastScale: since})
+		LatencyBudget: dur(sp.LatencyBudget, 100*time.Millisecond), Capacity: capacity, SinceLastScale: since,
+		ScaleDownAfter: dur(sp.ScaleDownStabilization, defaultScaleDownAfter)})
 	st.CommitRate = int32(cons.Rate)
 	if d.Saturated && cons.Rate > 0 {
 		// What PostgreSQL delivered at its latency budget is what it sustains.

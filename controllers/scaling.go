@@ -26,6 +26,9 @@ type ScaleInput struct {
 	Capacity float64
 	// SinceLastScale is how long ago the consumers were last resized.
 	SinceLastScale time.Duration
+	// ScaleDownAfter is the hysteresis: the consumers shrink only when the
+	// last resize is this old, and by one at a time (0: 3 minutes).
+	ScaleDownAfter time.Duration
 }
 
 // ScaleDecision is the desired consumer count and why.
@@ -36,9 +39,8 @@ type ScaleDecision struct {
 	Saturated bool
 }
 
-// scaleDownAfter is the hysteresis: the consumers shrink only when the last
-// resize is this old, and by one at a time.
-const scaleDownAfter = 3 * time.Minute
+// defaultScaleDownAfter is ScaleDownAfter when the spec leaves it out.
+const defaultScaleDownAfter = 3 * time.Minute
 
 // defaultPerConsumer is the assumed rate of one consumer before any heartbeat.
 const defaultPerConsumer = 50.0
@@ -92,9 +94,13 @@ func DecideScale(in ScaleInput) ScaleDecision {
 		reason += fmt.Sprintf("; stepping to %d (at most doubling)", desired)
 	}
 	if desired < in.Current && !overloaded {
-		if in.SinceLastScale < scaleDownAfter {
+		stable := in.ScaleDownAfter
+		if stable <= 0 {
+			stable = defaultScaleDownAfter
+		}
+		if in.SinceLastScale < stable {
 			desired = in.Current
-			reason = fmt.Sprintf("holding at %d: last resize %s ago (shrinks after %s)", in.Current, in.SinceLastScale.Round(time.Second), scaleDownAfter)
+			reason = fmt.Sprintf("holding at %d: last resize %s ago (shrinks after %s)", in.Current, in.SinceLastScale.Round(time.Second), stable)
 		} else {
 			desired = in.Current - 1
 			reason += "; shrinking by one"

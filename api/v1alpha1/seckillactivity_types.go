@@ -131,6 +131,18 @@ type ScalingSpec struct {
 	// +kubebuilder:default="2m"
 	// +optional
 	CompensationPauseAfter *metav1.Duration `json:"compensationPauseAfter,omitempty"`
+	// ScaleDownStabilization is how long the consumer count must stay
+	// unchanged before it shrinks, by one consumer at a time.
+	// +kubebuilder:default="3m"
+	// +optional
+	ScaleDownStabilization *metav1.Duration `json:"scaleDownStabilization,omitempty"`
+	// SuspendConsumers stops the order consumers (the Deployment goes to 0
+	// replicas) without ending the sale, for maintenance or a drill:
+	// reservations keep being accepted and wait in the broker and Redis, and
+	// the backlog guard applies. Setting it back to false resumes them,
+	// sized to the backlog.
+	// +optional
+	SuspendConsumers bool `json:"suspendConsumers,omitempty"`
 }
 
 // ScheduleSpec is a cron schedule.

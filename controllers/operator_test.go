@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,14 @@ func (s *sale) eventually(what string, cond func(a *seckillv1alpha1.SeckillActiv
 		return cond(a)
 	}, 30*time.Second, 100*time.Millisecond, what)
 	return a
+}
+
+// scaledFor waits for a ScaledConsumers event whose reason says why.
+func (s *sale) scaledFor(why string) {
+	s.t.Helper()
+	require.Eventually(s.t, func() bool {
+		return slices.ContainsFunc(s.events("ScaledConsumers"), func(e string) bool { return strings.Contains(e, why) })
+	}, 10*time.Second, 100*time.Millisecond, "a ScaledConsumers event: %s (have %v)", why, s.events("ScaledConsumers"))
 }
 
 func (s *sale) gone() {
@@ -356,37 +365,45 @@ func TestScalingFromHeartbeatsAndBacklog(t *testing.T) {
 		a.Spec.Scaling.MaxConsumers = 16
 	})
 	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
-	beat := func(p50, p99 float64) {
-		for i := range 2 {
+	beat := func(n int, p50, p99 float64) {
+		for i := range n {
 			require.NoError(t, orderstore.ReportHeartbeat(testCtx, s.pool, fmt.Sprintf("c%d", i), "order-consumer", s.activity,
 				orderstore.Heartbeat{Total: 10, RatePerSec: 1000 / p50, P50ms: p50, P99ms: p99}, 1))
 		}
 	}
-	beat(10, 20) // 100 orders/s per consumer, healthy
+	beat(2, 10, 20) // 100 orders/s per consumer, healthy
 	s.reserve(250, time.Now())
 	// 250 open, 1 s drain, 100/s each: 3 consumers (from 1: at most 2×1+1).
 	a := s.eventually("scaled up", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return a.Status.DesiredConsumers == 3 && a.Status.OpenReservations == 250
 	})
-	require.Contains(t, a.Status.ScalingReason, "needs 3")
+	s.scaledFor("needs 3")
 	require.Equal(t, int64(250), a.Status.OpenReservations)
 	var d appsv1.Deployment
 	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentConsumer)}, &d))
 	require.Equal(t, int32(3), *d.Spec.Replicas)
 	require.NotEmpty(t, s.events("ScaledConsumers"))
 
-	// PostgreSQL reaches the latency budget: no more growth, and what it
-	// delivered then becomes the measured capacity.
-	beat(10, 400)
+	// PostgreSQL reaches the latency budget: no more growth, and what the
+	// three consumers delivered then, settled and busy, becomes the measured
+	// capacity (not while only two of them report).
+	beat(2, 10, 400)
 	s.reserve(300, time.Now()) // now 550 open: would need 6
-	a = s.eventually("saturation seen", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.MeasuredPostgresCapacity == 200 })
+	time.Sleep(time.Second)
+	require.Zero(t, s.get().Status.MeasuredPostgresCapacity, "two of three consumers reporting is no measurement")
+	beat(3, 10, 400)
+	a = s.eventually("saturation seen", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.MeasuredPostgresCapacity == 300 })
 	require.LessOrEqual(t, a.Status.DesiredConsumers, int32(3), a.Status.ScalingReason)
-	// Healthy again but capped by the measured capacity: 200/s at 100/s each.
-	beat(10, 20)
+	// Healthy again but capped by the measured capacity: 300/s at 100/s each.
+	beat(3, 10, 20)
 	a = s.eventually("capped by capacity", func(a *seckillv1alpha1.SeckillActivity) bool {
-		return strings.Contains(a.Status.ScalingReason, "PostgreSQL sustains 200")
+		return strings.Contains(a.Status.ScalingReason, "PostgreSQL sustains 300")
 	})
-	require.Equal(t, int32(2), a.Status.DesiredConsumers)
+	require.Equal(t, int32(3), a.Status.DesiredConsumers)
+	// More delivered than the measured capacity, unsaturated: the
+	// measurement was stale and is dropped.
+	beat(3, 5, 20)
+	s.eventually("stale capacity dropped", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.MeasuredPostgresCapacity == 0 })
 }
 
 // spec.scaling.suspendConsumers takes the consumer Deployment to 0 replicas
@@ -417,7 +434,7 @@ func TestSuspendAndResumeConsumers(t *testing.T) {
 	// No heartbeat (the consumers are gone): 50/s assumed, 1 s drain, 120 open → 3.
 	a = s.eventually("resumed", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.DesiredConsumers == 3 })
 	require.Equal(t, int32(3), consumers(a))
-	require.Contains(t, a.Status.ScalingReason, "needs 3")
+	s.scaledFor("needs 3")
 }
 
 // The backlog guard: an undecided reservation older than the threshold

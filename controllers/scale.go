@@ -16,6 +16,10 @@ import (
 // heartbeatFresh: heartbeats older than this are from consumers that are gone.
 const heartbeatFresh = 30 * time.Second
 
+// capacitySettle is how long after a resize the consumers' rate is taken
+// as PostgreSQL's capacity (three heartbeats).
+const capacitySettle = 15 * time.Second
+
 // reasonSuspended is the scaling reason while spec.scaling.suspendConsumers holds.
 const reasonSuspended = "suspended by spec.scaling.suspendConsumers"
 
@@ -58,9 +62,18 @@ func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alp
 		LatencyBudget: dur(sp.LatencyBudget, 100*time.Millisecond), Capacity: capacity, SinceLastScale: since,
 		ScaleDownAfter: dur(sp.ScaleDownStabilization, defaultScaleDownAfter)})
 	st.CommitRate = int32(cons.Rate)
-	if d.Saturated && cons.Rate > 0 {
-		// What PostgreSQL delivered at its latency budget is what it sustains.
+	// What PostgreSQL delivered at its latency budget is what it sustains —
+	// measured only when the rate is the consumers' full effort: every
+	// consumer reporting, busy with a backlog, settled since the last
+	// resize (pods starting report a rate averaged with their idle start and
+	// a cold p99). A rate above the measured capacity without saturation
+	// proves the measurement stale: it is dropped.
+	steady := cons.Live >= int(current) && since >= capacitySettle && b.Open > 0
+	switch {
+	case d.Saturated && cons.Rate > 0 && steady:
 		st.MeasuredPostgresCapacity = int32(cons.Rate)
+	case !d.Saturated && st.MeasuredPostgresCapacity > 0 && cons.Rate > float64(st.MeasuredPostgresCapacity):
+		st.MeasuredPostgresCapacity = 0
 	}
 	st.ScalingReason = d.Reason
 	if d.Desired != current || st.DesiredConsumers == 0 {

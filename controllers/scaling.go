@@ -42,6 +42,12 @@ type ScaleDecision struct {
 // defaultScaleDownAfter is ScaleDownAfter when the spec leaves it out.
 const defaultScaleDownAfter = 3 * time.Minute
 
+// scaleUpAfter: the consumers grow again only when the last resize is this
+// old, so that the pods it started are running and reporting before the
+// backlog (still there, and older) asks for more. Without it every
+// reconcile (each Deployment status change brings one) adds a consumer.
+const scaleUpAfter = 10 * time.Second
+
 // defaultPerConsumer is the assumed rate of one consumer before any heartbeat.
 const defaultPerConsumer = 50.0
 
@@ -92,6 +98,10 @@ func DecideScale(in ScaleInput) ScaleDecision {
 	if in.Current > 0 && desired > 2*in.Current+1 {
 		desired = 2*in.Current + 1
 		reason += fmt.Sprintf("; stepping to %d (at most doubling)", desired)
+	}
+	if desired > in.Current && in.Current > 0 && in.SinceLastScale < scaleUpAfter {
+		desired = in.Current
+		reason = fmt.Sprintf("holding at %d: last resize %s ago (grows again after %s)", in.Current, in.SinceLastScale.Round(time.Second), scaleUpAfter)
 	}
 	if desired < in.Current && !overloaded {
 		stable := in.ScaleDownAfter

@@ -24,6 +24,10 @@ func TestDecideScale(t *testing.T) {
 		// 100/s per consumer, 60 s drain: 6000 per consumer.
 		{"backlog within reach of the current consumers", func(in *ScaleInput) { in.Backlog = 12000 }, 2, "needs 2"},
 		{"a larger backlog scales up", func(in *ScaleInput) { in.Backlog = 24000 }, 4, "needs 4"},
+		{"growth waits until the last resize took effect", func(in *ScaleInput) { in.Backlog, in.SinceLastScale = 24000, 2 * time.Second }, 2, "grows again after 10s"},
+		{"an old backlog adds one only once per interval", func(in *ScaleInput) {
+			in.Backlog, in.OldestAge, in.SinceLastScale = 10, 2*time.Minute, time.Second
+		}, 2, "grows again after"},
 		{"growth at most doubles per step", func(in *ScaleInput) { in.Backlog = 60000 }, 5, "at most doubling"},
 		{"never above max", func(in *ScaleInput) { in.Current = 8; in.Backlog = 600000 }, 10, "limited by maxConsumers"},
 		{"capped by PostgreSQL's capacity", func(in *ScaleInput) { in.Backlog = 24000; in.Capacity = 300 }, 3, "PostgreSQL sustains 300"},

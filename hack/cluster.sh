@@ -56,7 +56,7 @@ POD_CIDR="10.244.0.0/24"
 SVC_CIDR="10.96.0.0/16"
 ETCD_PORT=12379
 APISERVER_PORT=16443
-IMAGE="localhost/seckill:dev"
+IMAGE_REPO="localhost/seckill"
 PAUSE_IMAGE="localhost/pause:3.10"
 SYSCTLS="net.ipv4.ip_forward vm.overcommit_memory kernel.panic kernel.panic_on_oops net.bridge.bridge-nf-call-iptables"
 # The stack's ports that pods reach through the node's bridge address.
@@ -119,12 +119,21 @@ build_pause() {
   mv "$out.tmp" "$out"
 }
 
+# The project's image is tagged by the digest of its two binaries
+# (localhost/seckill:dev-<12 hex>, written to images/seckill.ref): a changed
+# binary is a new tag, so `helm upgrade` and the activities roll their pods
+# instead of keeping a cached image of the same name.
 build_image() {
   mkdir -p "$DIR/images"
   (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$DIR/images/seckill-operator" . \
-    && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$DIR/images/seckill" ./workloads/cmd/seckill \
-    && go run ./hack/image -out "$DIR/images/seckill.tar" -name "$IMAGE" \
-      -file "$DIR/images/seckill-operator:/seckill-operator" -file "$DIR/images/seckill:/seckill" -entrypoint /seckill-operator)
+    && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$DIR/images/seckill" ./workloads/cmd/seckill) \
+    || die "building the image's binaries failed"
+  local ref
+  ref="$IMAGE_REPO:dev-$(cat "$DIR/images/seckill-operator" "$DIR/images/seckill" | sha256sum | cut -c1-12)"
+  (cd "$ROOT" && go run ./hack/image -out "$DIR/images/seckill.tar" -name "$ref" \
+    -file "$DIR/images/seckill-operator:/seckill-operator" -file "$DIR/images/seckill:/seckill" -entrypoint /seckill-operator) \
+    || die "writing the image failed"
+  echo "$ref" > "$DIR/images/seckill.ref"
 }
 
 import_images() {
@@ -132,7 +141,7 @@ import_images() {
   for f in "$DIR/images/pause.tar" "$DIR/images/seckill.tar"; do
     [ -f "$f" ] && ctr --address "$sock" -n k8s.io images import --no-unpack=false "$f" >/dev/null
   done
-  log "images imported: $PAUSE_IMAGE $IMAGE"
+  log "images imported: $PAUSE_IMAGE $(cat "$DIR/images/seckill.ref" 2>/dev/null)"
 }
 
 # ------------------------------------------------------------------ PKI
@@ -380,7 +389,7 @@ cmd_up() {
   install_packages
   build_binaries
   build_pause
-  [ -f "$DIR/images/seckill.tar" ] || build_image
+  [ -f "$DIR/images/seckill.ref" ] || build_image
   pki
   kubeconfig
   record_host

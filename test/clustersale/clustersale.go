@@ -1,0 +1,700 @@
+// Package clustersale runs a flash sale on the local single-node Kubernetes
+// (hack/cluster.sh) the way a platform team runs one: the chart installed
+// with helm, a connection Secret and a SeckillActivity applied, buyers at the
+// gateway Service through kube-proxy, the activity changed with kubectl
+// patch while it runs (stock raised, paused and resumed, consumers suspended
+// to build a real backlog, the end brought forward), a consumer pod killed,
+// and the phases followed to Completed. It reports what it saw — phases,
+// the consumer count over time, the backlog guard, the answers — and checks
+// every invariant straight in PostgreSQL and Redis.
+//
+// `make demo` prints it (hack/clusterdemo); the e2e test asserts it
+// (test/e2e).
+package clustersale
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/gateway"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+// NodeIP is the node's bridge address, where pods reach the stack.
+const NodeIP = "10.244.0.1"
+
+// LabelDemo marks the namespaces a run creates, so that a later run can
+// remove what an interrupted one left.
+const LabelDemo = "seckill.io/cluster-sale"
+
+// Options are the cluster and the stack a run uses.
+type Options struct {
+	// Root is the repository (the chart, .stack/cluster).
+	Root string
+	// DSN, RedisAddr and RMQEndpoint are the stack as this host reaches it;
+	// the Secret gets them on the node's address.
+	DSN, RedisAddr, RMQEndpoint string
+	// Stock is the SKU's stock at the start; the run raises it by half.
+	Stock int
+	// Logf prints progress.
+	Logf func(format string, args ...any)
+}
+
+// Sample is the consumer count at one moment.
+type Sample struct {
+	At               time.Duration
+	Desired, Ready   int32
+	Reason           string
+	CompensationStop bool
+}
+
+// Check is one invariant.
+type Check struct {
+	Name, Got string
+	OK        bool
+}
+
+// Result is what a run saw.
+type Result struct {
+	Activity  int64
+	Namespace string
+	Phases    []string // "Phase at +12s"
+	Seen      map[seckillv1alpha1.Phase]bool
+	Consumers []Sample
+	// ScaledUp/ScaledDown: the operator itself raised the consumer count
+	// from a backlog, and lowered it again after the stabilization.
+	ScaledUp, ScaledDown bool
+	// GuardSet/GuardCleared: CompensationPaused went True, then False.
+	GuardSet, GuardCleared bool
+	KilledPod              string
+	Answers                map[string]int
+	Queued                 int
+	FinalStock             int
+	FinalJobSucceeded      bool
+	Archived               bool
+	Checks                 []Check
+	Took                   time.Duration
+}
+
+// Failed lists the checks that did not hold.
+func (r *Result) Failed() []string {
+	var out []string
+	for _, c := range r.Checks {
+		if !c.OK {
+			out = append(out, c.Name+": "+c.Got)
+		}
+	}
+	return out
+}
+
+type run struct {
+	o          Options
+	c          client.Client
+	kubectl    string
+	helm       string
+	kubeconfig string
+	image      string
+	pool       *pgxpool.Pool
+	rdb        *redis.Client
+	start      time.Time
+	act        *seckillv1alpha1.SeckillActivity
+	tokenKey   []byte
+	base       string
+
+	mu  sync.Mutex
+	res *Result
+}
+
+// Run runs the sale; it returns an error when a step could not be carried
+// out (the cluster, helm, a phase never reached), and otherwise the result,
+// whose Checks say whether the invariants held.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	r := &run{o: o, start: time.Now(), res: &Result{Answers: map[string]int{}, Seen: map[seckillv1alpha1.Phase]bool{}}}
+	if r.o.Logf == nil {
+		r.o.Logf = func(string, ...any) {}
+	}
+	if err := r.connect(); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, o.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	defer pool.Close()
+	r.pool = pool
+	r.rdb = redis.NewClient(&redis.Options{Addr: o.RedisAddr})
+	defer func() { _ = r.rdb.Close() }()
+
+	if err := r.removeLeftovers(ctx); err != nil {
+		return r.res, err
+	}
+	if err := r.install(ctx); err != nil {
+		return r.res, err
+	}
+	if err := r.apply(ctx); err != nil {
+		return r.res, err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); r.watch(watchCtx) }()
+	defer func() { stopWatch(); <-watched }()
+
+	err = r.sale(ctx)
+	if err == nil {
+		err = r.finish(ctx)
+	}
+	stopWatch()
+	<-watched
+	r.res.Took = time.Since(r.start).Round(time.Second)
+	return r.res, err
+}
+
+func (r *run) logf(format string, args ...any) {
+	r.o.Logf("+%3.0fs  "+format, append([]any{time.Since(r.start).Seconds()}, args...)...)
+}
+
+func (r *run) connect() error {
+	dir := filepath.Join(r.o.Root, ".stack", "cluster")
+	r.kubeconfig = filepath.Join(dir, "kubeconfig")
+	r.kubectl, r.helm = filepath.Join(dir, "bin", "kubectl"), filepath.Join(dir, "bin", "helm")
+	ref, err := os.ReadFile(filepath.Join(dir, "images", "seckill.ref"))
+	if err != nil {
+		return fmt.Errorf("no image built for the cluster (hack/cluster.sh image): %w", err)
+	}
+	r.image = strings.TrimSpace(string(ref))
+	cfg, err := clientcmd.BuildConfigFromFlags("", r.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("the cluster's kubeconfig (hack/cluster.sh up): %w", err)
+	}
+	cfg.Timeout = 10 * time.Second
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := seckillv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if r.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	var nodes corev1.NodeList
+	if err := r.c.List(context.Background(), &nodes); err != nil || len(nodes.Items) == 0 {
+		return fmt.Errorf("the local cluster has no node (hack/cluster.sh up): %v", err)
+	}
+	return nil
+}
+
+// Connected says whether the local cluster answers, for callers that skip
+// without it.
+func Connected(root string) error {
+	r := &run{o: Options{Root: root}}
+	return r.connect()
+}
+
+func (r *run) cmd(ctx context.Context, name string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, name, append([]string{"--kubeconfig", r.kubeconfig}, args...)...).CombinedOutput() //nolint:gosec // our own tools
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// kubectlPatch is `kubectl patch seckillactivity NAME --type merge -p PATCH`.
+func (r *run) kubectlPatch(ctx context.Context, patch string) error {
+	r.logf("kubectl patch seckillactivity %s --type merge -p '%s'", r.act.Name, patch)
+	_, err := r.cmd(ctx, r.kubectl, "-n", r.act.Namespace, "patch", "seckillactivity", r.act.Name, "--type", "merge", "-p", patch)
+	return err
+}
+
+// removeLeftovers deletes what an interrupted run left (its activities keep
+// consuming from the shared topics otherwise).
+func (r *run) removeLeftovers(ctx context.Context) error {
+	var nss corev1.NamespaceList
+	if err := r.c.List(ctx, &nss, client.HasLabels{LabelDemo}); err != nil {
+		return err
+	}
+	for _, ns := range nss.Items {
+		r.logf("removing namespace %s left by an earlier run", ns.Name)
+		var acts seckillv1alpha1.SeckillActivityList
+		if err := r.c.List(ctx, &acts, client.InNamespace(ns.Name)); err == nil {
+			for i := range acts.Items {
+				_ = r.c.Delete(ctx, &acts.Items[i])
+			}
+		}
+		_ = r.c.Delete(ctx, &ns)
+	}
+	return nil
+}
+
+func (r *run) install(ctx context.Context) error {
+	repo, tag, _ := strings.Cut(r.image, ":")
+	// helm installs a chart's CRDs only once and never upgrades them: the
+	// CRD is applied first, as an upgrade of the operator needs.
+	r.logf("kubectl apply --server-side -f charts/seckill-operator/crds")
+	if _, err := r.cmd(ctx, r.kubectl, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(r.o.Root, "charts", "seckill-operator", "crds")); err != nil {
+		return err
+	}
+	r.logf("helm upgrade --install seckill charts/seckill-operator (image %s, leader election on)", r.image)
+	if _, err := r.cmd(ctx, r.helm, "upgrade", "--install", "seckill", filepath.Join(r.o.Root, "charts", "seckill-operator"),
+		"--namespace", "seckill-system", "--create-namespace", "--set", "image.repository="+repo, "--set", "image.tag="+tag,
+		"--set", "image.pullPolicy=Never", "--set", "leaderElection=true", "--wait", "--timeout", "3m"); err != nil {
+		return err
+	}
+	return r.until(ctx, "the operator holds its leader lease", time.Minute, func() bool {
+		var leases coordinationv1.LeaseList
+		if r.c.List(ctx, &leases, client.InNamespace("seckill-system")) != nil {
+			return false
+		}
+		for _, l := range leases.Items {
+			if l.Spec.HolderIdentity != nil && strings.HasPrefix(*l.Spec.HolderIdentity, "seckill-operator") {
+				r.logf("leader lease %s held by %s", l.Name, *l.Spec.HolderIdentity)
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func (r *run) apply(ctx context.Context) error {
+	activity := time.Now().UnixNano()%1_000_000_000_000 + 1
+	r.res.Activity = activity
+	r.res.Namespace = fmt.Sprintf("sale-%d", activity)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.res.Namespace, Labels: map[string]string{LabelDemo: "true"}}}
+	if err := r.c.Create(ctx, ns); err != nil {
+		return err
+	}
+	onNode := func(s string) string { return strings.ReplaceAll(s, "127.0.0.1", NodeIP) }
+	r.tokenKey = []byte(ids.NewRandom().String())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stores", Namespace: ns.Name},
+		StringData: map[string]string{
+			"pg-dsn": onNode(r.o.DSN), "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint),
+			"id-keys": "1:" + strings.ReplaceAll(ids.NewRandom().String()+ids.NewRandom().String(), "-", ""), "token-key": string(r.tokenKey),
+		}}
+	if err := r.c.Create(ctx, secret); err != nil {
+		return err
+	}
+	ref := func(key string) corev1.SecretKeySelector {
+		return corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret.Name}, Key: key}
+	}
+	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
+	start := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
+	r.act = &seckillv1alpha1.SeckillActivity{ObjectMeta: metav1.ObjectMeta{Name: "flash-sale", Namespace: ns.Name},
+		Spec: seckillv1alpha1.SeckillActivitySpec{
+			ActivityID: activity,
+			SKUs:       []seckillv1alpha1.SKUSpec{{ID: 1, Stock: int64(r.o.Stock), Buckets: 2}},
+			// The end is far; the run brings it forward with kubectl patch.
+			Schedule: seckillv1alpha1.Schedule{Start: metav1.NewTime(start), End: metav1.NewTime(start.Add(30 * time.Minute))},
+			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"),
+				Redis:                  seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs")},
+				RocketMQEndpointSecret: ref("rmq-endpoint"), IDKeysSecret: ref("id-keys"), TokenKeySecret: ref("token-key")},
+			Workloads: seckillv1alpha1.WorkloadsSpec{Image: r.image, ImagePullPolicy: corev1.PullNever},
+			Scaling: seckillv1alpha1.ScalingSpec{MinConsumers: 1, MaxConsumers: 4, TargetDrainTime: d(3 * time.Second),
+				ScaleDownStabilization: d(15 * time.Second), CompensationPauseAfter: d(15 * time.Second)},
+			Retention: d(time.Hour),
+		}}
+	r.logf("kubectl apply: SeckillActivity %s/%s, activity %d, %d units in 2 buckets, start %s", ns.Name, r.act.Name, activity, r.o.Stock, start.Format(time.TimeOnly))
+	return r.c.Create(ctx, r.act)
+}
+
+// watch follows the activity as `kubectl get seckillactivities -w` does and
+// records the phases, the consumer count and the backlog guard.
+func (r *run) watch(ctx context.Context) {
+	var last Sample
+	lastPhase := seckillv1alpha1.Phase("")
+	first := true
+	for ctx.Err() == nil {
+		var a seckillv1alpha1.SeckillActivity
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(r.act), &a); err == nil {
+			st := a.Status
+			var dep appsv1.Deployment
+			ready := int32(0)
+			if r.c.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Name + "-order-consumer"}, &dep) == nil {
+				ready = dep.Status.ReadyReplicas
+			}
+			s := Sample{At: time.Since(r.start).Round(time.Second), Desired: st.DesiredConsumers, Ready: ready, Reason: st.ScalingReason,
+				CompensationStop: meta.IsStatusConditionTrue(st.Conditions, seckillv1alpha1.ConditionCompensationPaused)}
+			r.mu.Lock()
+			if st.Phase != "" && st.Phase != lastPhase {
+				r.res.Phases = append(r.res.Phases, fmt.Sprintf("%s at +%.0fs", st.Phase, time.Since(r.start).Seconds()))
+				r.res.Seen[st.Phase] = true
+				r.logf("phase %s (sold %s, open %d)", st.Phase, st.Sold, st.OpenReservations)
+				lastPhase = st.Phase
+			}
+			if first || s.Desired != last.Desired || s.Ready != last.Ready || s.CompensationStop != last.CompensationStop {
+				r.res.Consumers = append(r.res.Consumers, s)
+				r.logf("consumers desired %d ready %d, compensation paused %v: %s", s.Desired, s.Ready, s.CompensationStop, s.Reason)
+				// Up: above the minimum, from a backlog (a resume from 0 counts
+				// from the minimum the operator starts again at).
+				if !first && s.Desired > max(last.Desired, 1) && strings.Contains(s.Reason, "needs") {
+					r.res.ScaledUp = true
+				}
+				// Down: by the operator's own decision (not a suspension).
+				if !first && s.Desired < last.Desired && s.Desired >= 1 {
+					r.res.ScaledDown = true
+				}
+				if s.CompensationStop && !last.CompensationStop {
+					r.res.GuardSet = true
+				}
+				if !s.CompensationStop && last.CompensationStop {
+					r.res.GuardCleared = true
+				}
+				last, first = s, false
+			}
+			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (r *run) until(ctx context.Context, what string, limit time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s", what, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (r *run) status(ctx context.Context) seckillv1alpha1.SeckillActivityStatus {
+	var a seckillv1alpha1.SeckillActivity
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(r.act), &a); err != nil {
+		return seckillv1alpha1.SeckillActivityStatus{}
+	}
+	return a.Status
+}
+
+func (r *run) seen(p seckillv1alpha1.Phase) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.res.Seen[p]
+}
+
+func (r *run) consumerPods(ctx context.Context) []corev1.Pod {
+	var pods corev1.PodList
+	_ = r.c.List(ctx, &pods, client.InNamespace(r.act.Namespace),
+		client.MatchingLabels{"app.kubernetes.io/instance": r.act.Name, names.LabelComponent: "order-consumer"})
+	return pods.Items
+}
+
+// sale is the part a platform team watches: the workloads up, buyers, the
+// patches, a pod killed, scaling both ways, the backlog guard.
+func (r *run) sale(ctx context.Context) error {
+	if err := r.until(ctx, "Active", 3*time.Minute, func() bool { return r.seen(seckillv1alpha1.PhaseActive) }); err != nil {
+		return err
+	}
+	if err := r.until(ctx, "every workload Ready", 3*time.Minute, func() bool {
+		var deps appsv1.DeploymentList
+		if r.c.List(ctx, &deps, client.InNamespace(r.act.Namespace), client.MatchingLabels{"app.kubernetes.io/instance": r.act.Name}) != nil || len(deps.Items) == 0 {
+			return false
+		}
+		for _, d := range deps.Items {
+			if d.Status.ReadyReplicas < 1 {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	var svc corev1.Service
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.act.Namespace, Name: r.act.Name + "-gateway"}, &svc); err != nil {
+		return err
+	}
+	r.base = fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
+	r.logf("every workload Ready; buyers go to the gateway Service %s (kube-proxy)", r.base)
+
+	stock := r.o.Stock
+	more := stock / 2
+	r.res.FinalStock = stock + more
+	// 1. Half the stock, with a consumer pod killed while it is bought.
+	user := int64(0)
+	wave := func(n int) map[string]int {
+		from := user + 1
+		user += int64(n)
+		return r.buyers(ctx, from, user)
+	}
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		time.Sleep(time.Second)
+		if pods := r.consumerPods(ctx); len(pods) > 0 {
+			p := pods[0]
+			r.logf("kubectl delete pod %s --grace-period=0 --force (mid-sale)", p.Name)
+			if _, err := r.cmd(ctx, r.kubectl, "-n", p.Namespace, "delete", "pod", p.Name, "--grace-period=0", "--force"); err == nil {
+				r.mu.Lock()
+				r.res.KilledPod = p.Name
+				r.mu.Unlock()
+			}
+		}
+	}()
+	r.logf("wave 1: %d buyers: %v", stock/2, wave(stock/2))
+	<-killed
+
+	// 2. Stock raised mid-sale.
+	if err := r.kubectlPatch(ctx, fmt.Sprintf(`{"spec":{"skus":[{"id":1,"stock":%d,"buckets":2}]}}`, stock+more)); err != nil {
+		return err
+	}
+	if err := r.until(ctx, "the stock increase reached PostgreSQL", time.Minute, func() bool {
+		var initial int
+		_ = r.pool.QueryRow(ctx, `SELECT coalesce(sum(initial_stock), 0) FROM sku_inventory WHERE activity_id = $1`, r.res.Activity).Scan(&initial)
+		return initial == stock+more
+	}); err != nil {
+		return err
+	}
+	r.logf("stock is %d in PostgreSQL and Redis", stock+more)
+
+	// 3. Paused and resumed.
+	if err := r.kubectlPatch(ctx, `{"spec":{"paused":true}}`); err != nil {
+		return err
+	}
+	if err := r.until(ctx, "Paused", time.Minute, func() bool { return r.status(ctx).Phase == seckillv1alpha1.PhasePaused }); err != nil {
+		return err
+	}
+	probe := int64(1_000_000) // buyers of their own: a probe answered before the pause reserves
+	if err := r.until(ctx, "the gateway answers ACTIVITY_PAUSED", 30*time.Second, func() bool {
+		probe++
+		return r.buyers(ctx, probe, probe)[gateway.CodePaused] == 1
+	}); err != nil {
+		return err
+	}
+	r.logf("while paused the gateway answers %s", gateway.CodePaused)
+	if err := r.kubectlPatch(ctx, `{"spec":{"paused":false}}`); err != nil {
+		return err
+	}
+	if err := r.until(ctx, "Active again", time.Minute, func() bool { return r.status(ctx).Phase == seckillv1alpha1.PhaseActive }); err != nil {
+		return err
+	}
+
+	// 4. Consumers suspended: a real backlog, the backlog guard.
+	if err := r.suspend(ctx, true); err != nil {
+		return err
+	}
+	r.logf("wave 2 (no consumers): %d buyers: %v", stock/2+more/2, wave(stock/2+more/2))
+	if err := r.until(ctx, "the backlog guard pauses compensation", 2*time.Minute, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.res.GuardSet
+	}); err != nil {
+		return err
+	}
+	// 5. Resumed: the operator scales up from the backlog, then back down.
+	if err := r.suspend(ctx, false); err != nil {
+		return err
+	}
+	if err := r.until(ctx, "scaled up, drained, guard cleared, scaled back down", 4*time.Minute, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.res.ScaledUp && r.res.GuardCleared && r.res.ScaledDown
+	}); err != nil {
+		return err
+	}
+
+	// 6. The rest sells out with the consumers suspended again, and the end
+	// is brought forward: the sale drains after its end.
+	if err := r.suspend(ctx, true); err != nil {
+		return err
+	}
+	r.logf("wave 3 (no consumers): %d buyers, more than the stock left: %v", more+stock/2, wave(more+stock/2))
+	end := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+	if err := r.kubectlPatch(ctx, fmt.Sprintf(`{"spec":{"schedule":{"end":%q}}}`, end)); err != nil {
+		return err
+	}
+	if err := r.until(ctx, "Draining", time.Minute, func() bool { return r.seen(seckillv1alpha1.PhaseDraining) }); err != nil {
+		return err
+	}
+	return r.suspend(ctx, false)
+}
+
+// suspend sets spec.scaling.suspendConsumers and waits for the consumers'
+// pods to be gone (true) or for one to be Ready (false).
+func (r *run) suspend(ctx context.Context, on bool) error {
+	if err := r.kubectlPatch(ctx, fmt.Sprintf(`{"spec":{"scaling":{"suspendConsumers":%v}}}`, on)); err != nil {
+		return err
+	}
+	if on {
+		return r.until(ctx, "the consumer pods gone", 90*time.Second, func() bool { return len(r.consumerPods(ctx)) == 0 })
+	}
+	return nil
+}
+
+// buyers posts one reservation for each user in [from, to], 32 at a time,
+// retrying a transport error or 503 with the same request id, and counts
+// the answers.
+func (r *run) buyers(ctx context.Context, from, to int64) map[string]int {
+	codes := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	url := fmt.Sprintf("%s/v1/activities/%d/skus/1/reservations", r.base, r.res.Activity)
+	for u := from; u <= to; u++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(user int64) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			body := `{"request_id":"` + ids.NewRandom().String() + `"}`
+			code := "TRANSPORT_ERROR"
+			for attempt := 0; attempt < 8 && ctx.Err() == nil; attempt++ {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+gateway.SignToken(user, r.tokenKey, time.Now().Add(time.Hour)))
+				resp, err := hc.Do(req)
+				if err != nil {
+					code = "TRANSPORT_ERROR"
+					time.Sleep(250 * time.Millisecond)
+					continue
+				}
+				var a struct {
+					Code string `json:"code"`
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&a)
+				_ = resp.Body.Close()
+				code = a.Code
+				if code != gateway.CodeServiceUnavailable {
+					break
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		}(u)
+	}
+	wg.Wait()
+	r.mu.Lock()
+	for k, v := range codes {
+		r.res.Answers[k] += v
+	}
+	r.res.Queued += codes[gateway.CodeQueued]
+	r.mu.Unlock()
+	return codes
+}
+
+// finish waits for Completed, checks the final Job and the invariants, and
+// deletes the activity (which archives it).
+func (r *run) finish(ctx context.Context) error {
+	if err := r.until(ctx, "Completed", 6*time.Minute, func() bool {
+		return r.seen(seckillv1alpha1.PhaseCompleted) || r.seen(seckillv1alpha1.PhaseFailed)
+	}); err != nil {
+		return err
+	}
+	if r.seen(seckillv1alpha1.PhaseFailed) {
+		return errors.New("the activity ended Failed: the final reconcile left anomalies")
+	}
+	var jobs batchv1.JobList
+	if err := r.c.List(ctx, &jobs, client.InNamespace(r.act.Namespace), client.MatchingLabels{"app.kubernetes.io/instance": r.act.Name}); err != nil {
+		return err
+	}
+	for _, j := range jobs.Items {
+		if j.Status.Succeeded > 0 {
+			r.res.FinalJobSucceeded = true
+			r.logf("final reconcile Job %s: a pod ran and exited 0", j.Name)
+		}
+	}
+	if err := r.checks(ctx); err != nil {
+		return err
+	}
+	r.logf("kubectl delete seckillactivity %s", r.act.Name)
+	if _, err := r.cmd(ctx, r.kubectl, "-n", r.act.Namespace, "delete", "seckillactivity", r.act.Name, "--wait", "--timeout", "2m"); err != nil {
+		return err
+	}
+	ttl, err := r.rdb.PTTL(ctx, redisstore.BucketSlot(r.res.Activity, 1, 0).Counter()).Result()
+	if err != nil {
+		return err
+	}
+	r.res.Archived = ttl > 0 && ttl <= time.Hour
+	r.logf("archived: the Redis keys expire in %s (retention), PostgreSQL keeps every row", ttl.Round(time.Minute))
+	r.check("archived on delete: Redis keys expire after the retention", r.res.Archived, ttl.Round(time.Second).String())
+	_, err = r.cmd(ctx, r.kubectl, "delete", "namespace", r.act.Namespace, "--wait=false")
+	return err
+}
+
+func (r *run) check(name string, ok bool, got string) {
+	r.res.Checks = append(r.res.Checks, Check{Name: name, OK: ok, Got: got})
+}
+
+// checks reads the invariants straight from PostgreSQL and Redis.
+func (r *run) checks(ctx context.Context) error {
+	a := r.res.Activity
+	var orders, dupUsers, dupRes, terminal, pgDelta, pgCommitted, pgInitial int64
+	for _, q := range []struct {
+		sql string
+		to  *int64
+	}{
+		{`SELECT count(*) FROM orders WHERE activity_id = $1`, &orders},
+		{`SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY user_id, sku_id HAVING count(*) > 1) d`, &dupUsers},
+		{`SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY reservation_id HAVING count(*) > 1) d`, &dupRes},
+		{`SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status IN ('ORDER_CREATED', 'COMPENSATED', 'CANCELLED', 'MANUAL_REVIEW')`, &terminal},
+		{`SELECT coalesce(sum(initial_stock - available_stock - occupied_stock - sold_stock), 0) FROM sku_inventory WHERE activity_id = $1`, &pgDelta},
+		{`SELECT coalesce(sum(occupied_stock + sold_stock), 0) FROM sku_inventory WHERE activity_id = $1`, &pgCommitted},
+		{`SELECT coalesce(sum(initial_stock), 0) FROM sku_inventory WHERE activity_id = $1`, &pgInitial},
+	} {
+		if err := r.pool.QueryRow(ctx, q.sql, a).Scan(q.to); err != nil {
+			return fmt.Errorf("reading the invariants: %w", err)
+		}
+	}
+	rs := redisstore.New(r.rdb)
+	var total redisstore.Counters
+	for _, sl := range redisstore.Slots(a, 1, 2) {
+		c, err := rs.ReadCounters(ctx, sl)
+		if err != nil {
+			return err
+		}
+		total = total.Add(c)
+	}
+	final := int64(r.res.FinalStock)
+	queued := int64(r.res.Queued)
+	st := r.status(ctx)
+	clean := st.LastReconcile != nil && st.LastReconcile.Manual == 0
+	rec := "no run"
+	if st.LastReconcile != nil {
+		rec = fmt.Sprintf("%s: %d anomalies, %d repaired, %d manual", st.LastReconcile.Result, st.LastReconcile.Anomalies, st.LastReconcile.AutoRepaired, st.LastReconcile.Manual)
+	}
+	r.check("every unit sold (QUEUED = stock after the patch)", queued == final, fmt.Sprintf("%d = %d", queued, final))
+	r.check("no oversell: orders <= stock", orders <= final && pgInitial == final, fmt.Sprintf("%d <= %d", orders, final))
+	r.check("one order per accepted reservation", orders == queued, fmt.Sprintf("%d orders, %d QUEUED", orders, queued))
+	r.check("one order per user and SKU", dupUsers == 0, fmt.Sprintf("%d duplicates", dupUsers))
+	r.check("one order per reservation", dupRes == 0, fmt.Sprintf("%d duplicates", dupRes))
+	r.check("every reservation reached a terminal state", terminal == queued && total.OpenReserved == 0, fmt.Sprintf("%d of %d, %d open in Redis", terminal, queued, total.OpenReserved))
+	r.check("PostgreSQL: initial = available + occupied + sold", pgDelta == 0, fmt.Sprintf("delta %d", pgDelta))
+	r.check("Redis: initial = available + open + committed, nothing in transit", total.Delta() == 0 && total.InTransit() == 0,
+		fmt.Sprintf("%d = %d + %d + %d, %d in transit", total.Initial, total.Available, total.OpenReserved, total.Committed, total.InTransit()))
+	r.check("Redis committed = PostgreSQL occupied + sold", total.Committed == pgCommitted, fmt.Sprintf("%d = %d", total.Committed, pgCommitted))
+	r.check("final reconcile Job ran as a pod and exited 0", r.res.FinalJobSucceeded, fmt.Sprintf("%v", r.res.FinalJobSucceeded))
+	r.check("final reconcile clean (nothing for manual review)", clean, rec)
+	return nil
+}

@@ -54,6 +54,10 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "seckill-operator.seckill.io",
+		// The process exits as soon as the manager stops, so the lease can
+		// be handed over at once: a rollout's new pod leads without waiting
+		// out the lease duration.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		log.Error(err, "creating manager")

@@ -42,10 +42,11 @@ type ScaleDecision struct {
 // defaultScaleDownAfter is ScaleDownAfter when the spec leaves it out.
 const defaultScaleDownAfter = 3 * time.Minute
 
-// scaleUpAfter: the consumers grow again only when the last resize is this
-// old, so that the pods it started are running and reporting before the
-// backlog (still there, and older) asks for more. Without it every
-// reconcile (each Deployment status change brings one) adds a consumer.
+// scaleUpAfter: the consumers grow again (or shed one for an overloaded
+// PostgreSQL) only when the last resize is this old, so that the pods it
+// changed are running and reporting before the same heartbeats ask for
+// another step. Without it every reconcile (each Deployment status change
+// brings one) is a step: 1→4 or 3→1 within a second on a real node.
 const scaleUpAfter = 10 * time.Second
 
 // defaultPerConsumer is the assumed rate of one consumer before any heartbeat.
@@ -84,7 +85,7 @@ func DecideScale(in ScaleInput) ScaleDecision {
 		desired = in.Current
 		reason = fmt.Sprintf("PostgreSQL saturated (commit p99 %s > budget %s): holding at %d", in.P99.Round(time.Millisecond), in.LatencyBudget, in.Current)
 	}
-	if overloaded && in.Current > in.Min {
+	if overloaded && in.Current > in.Min && in.SinceLastScale >= scaleUpAfter {
 		desired = in.Current - 1
 		reason = fmt.Sprintf("PostgreSQL overloaded (commit p99 %s > 2× budget): one consumer fewer", in.P99.Round(time.Millisecond))
 	}

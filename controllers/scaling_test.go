@@ -36,8 +36,14 @@ func TestDecideScale(t *testing.T) {
 			in.Backlog = 24000
 			in.Current = 4
 			in.P99 = 250 * time.Millisecond
-			in.SinceLastScale = time.Second
+			in.SinceLastScale = 11 * time.Second
 		}, 3, "overloaded"},
+		{"overloaded right after a resize: one step at a time", func(in *ScaleInput) {
+			in.Backlog = 24000
+			in.Current = 4
+			in.P99 = 250 * time.Millisecond
+			in.SinceLastScale = time.Second
+		}, 4, "needs 4"},
 		{"old backlog adds one", func(in *ScaleInput) { in.Backlog = 10; in.OldestAge = 2 * time.Minute }, 3, "needs 3"},
 		{"no heartbeat yet: assumed rate", func(in *ScaleInput) { in.Live, in.P50, in.Backlog = 0, 0, 6000 }, 2, "50 orders/s per consumer needs 2"},
 		{"from zero replicas", func(in *ScaleInput) { in.Current, in.Backlog = 0, 60000 }, 10, ""},

@@ -265,15 +265,23 @@ func (r *run) install(ctx context.Context) error {
 		"--set", "image.pullPolicy=Never", "--set", "leaderElection=true", "--wait", "--timeout", "3m"); err != nil {
 		return err
 	}
-	return r.until(ctx, "the operator holds its leader lease", time.Minute, func() bool {
+	// Leading: a running operator pod of this image holds the lease.
+	return r.until(ctx, "an operator pod of this image leads", 2*time.Minute, func() bool {
 		var leases coordinationv1.LeaseList
-		if r.c.List(ctx, &leases, client.InNamespace("seckill-system")) != nil {
+		var pods corev1.PodList
+		if r.c.List(ctx, &leases, client.InNamespace("seckill-system")) != nil || r.c.List(ctx, &pods, client.InNamespace("seckill-system")) != nil {
 			return false
 		}
 		for _, l := range leases.Items {
-			if l.Spec.HolderIdentity != nil && strings.HasPrefix(*l.Spec.HolderIdentity, "seckill-operator") {
-				r.logf("leader lease %s held by %s", l.Name, *l.Spec.HolderIdentity)
-				return true
+			if l.Spec.HolderIdentity == nil {
+				continue
+			}
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && len(p.Spec.Containers) > 0 &&
+					p.Spec.Containers[0].Image == r.image && strings.HasPrefix(*l.Spec.HolderIdentity, p.Name+"_") {
+					r.logf("leader lease %s held by pod %s", l.Name, p.Name)
+					return true
+				}
 			}
 		}
 		return false
@@ -348,9 +356,9 @@ func (r *run) watch(ctx context.Context) {
 			if first || s.Desired != last.Desired || s.Ready != last.Ready || s.CompensationStop != last.CompensationStop {
 				r.res.Consumers = append(r.res.Consumers, s)
 				r.logf("consumers desired %d ready %d, compensation paused %v: %s", s.Desired, s.Ready, s.CompensationStop, s.Reason)
-				// Up: above the minimum, from a backlog (a resume from 0 counts
-				// from the minimum the operator starts again at).
-				if !first && s.Desired > max(last.Desired, 1) && strings.Contains(s.Reason, "needs") {
+				// Up: above the minimum, by the operator's own decision (a
+				// resume from 0 counts from the minimum it starts again at).
+				if !first && s.Desired > max(last.Desired, 1) {
 					r.res.ScaledUp = true
 				}
 				// Down: by the operator's own decision (not a suspension).
@@ -620,7 +628,7 @@ func (r *run) finish(ctx context.Context) error {
 		return err
 	}
 	for _, j := range jobs.Items {
-		if j.Status.Succeeded > 0 {
+		if j.Name == r.act.Name+"-final-reconcile" && j.Status.Succeeded > 0 {
 			r.res.FinalJobSucceeded = true
 			r.logf("final reconcile Job %s: a pod ran and exited 0", j.Name)
 		}

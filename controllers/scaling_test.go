@@ -18,13 +18,13 @@ func TestDecideScale(t *testing.T) {
 	}{
 		{"no backlog shrinks by one after the hysteresis", func(*ScaleInput) {}, 1, "shrinking by one"},
 		{"no backlog right after a resize holds", func(in *ScaleInput) { in.SinceLastScale = time.Minute }, 2, "holding at 2"},
-		{"a shorter stabilization shrinks sooner", func(in *ScaleInput) { in.SinceLastScale, in.ScaleDownAfter = time.Minute, 30 * time.Second }, 1, "shrinking by one"},
-		{"a longer stabilization holds longer", func(in *ScaleInput) { in.SinceLastScale, in.ScaleDownAfter = time.Hour, 2 * time.Hour }, 2, "shrinks after 2h0m0s"},
+		{"a shorter stabilization shrinks sooner", func(in *ScaleInput) { in.SinceLastScale, in.ScaleDownAfter = time.Minute, 30*time.Second }, 1, "shrinking by one"},
+		{"a longer stabilization holds longer", func(in *ScaleInput) { in.SinceLastScale, in.ScaleDownAfter = time.Hour, 2*time.Hour }, 2, "shrinks after 2h0m0s"},
 		{"never below min", func(in *ScaleInput) { in.Current = 1 }, 1, ""},
 		// 100/s per consumer, 60 s drain: 6000 per consumer.
 		{"backlog within reach of the current consumers", func(in *ScaleInput) { in.Backlog = 12000 }, 2, "needs 2"},
 		{"a larger backlog scales up", func(in *ScaleInput) { in.Backlog = 24000 }, 4, "needs 4"},
-		{"growth waits until the last resize took effect", func(in *ScaleInput) { in.Backlog, in.SinceLastScale = 24000, 2 * time.Second }, 2, "grows again after 10s"},
+		{"growth waits until the last resize took effect", func(in *ScaleInput) { in.Backlog, in.SinceLastScale = 24000, 2*time.Second }, 2, "grows again after 10s"},
 		{"an old backlog adds one only once per interval", func(in *ScaleInput) {
 			in.Backlog, in.OldestAge, in.SinceLastScale = 10, 2*time.Minute, time.Second
 		}, 2, "grows again after"},

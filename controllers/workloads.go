@@ -58,7 +58,7 @@ func ObjectName(act *seckillv1alpha1.SeckillActivity, component string) string {
 func workers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
 	s := act.Spec
 	ws := []worker{
-		{ComponentGateway, []string{"gateway", "-business-deadline=" + dur(s.BusinessDeadline, defaultDeadline).String()}, s.Workloads.GatewayReplicas, names.GatewayPort, 1},
+		{ComponentGateway, []string{"gateway", "-business-deadline=" + dur(s.BusinessDeadline, defaultDeadline).String(), "-drain-delay=5s"}, s.Workloads.GatewayReplicas, names.GatewayPort, 1},
 		{ComponentConsumer, []string{"consumer", "-payment-window=" + dur(s.PaymentWindow, defaultPaymentWindow).String()}, consumers, names.MetricsPort, 1},
 		{ComponentProjector, []string{"projector"}, 1, names.MetricsPort, 0},
 		{ComponentScanner, []string{"scanner"}, 1, names.MetricsPort, 0},

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -133,7 +134,13 @@ type Server struct {
 	now     func() time.Time
 	reg     *prometheus.Registry
 	m       metrics
+	// draining: shutdown began; readiness fails so that the Service stops
+	// routing here while the requests already on their way are answered.
+	draining atomic.Bool
 }
+
+// Drain makes /readyz answer 503 from now on; requests are still served.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 type metrics struct {
 	requests    *prometheus.CounterVec
@@ -506,6 +513,10 @@ func (s *Server) healthy(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
+	if s.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	if err := s.redis.Client().Ping(ctx).Err(); err != nil || s.breaker.Open(s.now()) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return

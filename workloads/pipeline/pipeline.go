@@ -54,10 +54,56 @@ func receiveLoop(ctx context.Context, c *mq.Consumer, invisible time.Duration, h
 			idle(ctx, time.Second)
 			continue
 		}
-		for _, d := range ds {
-			handle(ctx, d)
+		// A batch received before shutdown is finished, not abandoned: each
+		// delivery is handled (committed and acknowledged) with a context
+		// that outlives ctx by drainGrace; what is left when that runs out
+		// is handed back to the broker at once instead of waiting out its
+		// invisibility on a consumer that is gone.
+		work, done := drainContext(ctx, drainGrace)
+		for i, d := range ds {
+			if work.Err() != nil {
+				handBack(c, ds[i:], log)
+				break
+			}
+			handle(work, d)
+		}
+		done()
+	}
+}
+
+// drainGrace bounds how long a received batch may still be worked on after
+// shutdown began (the pods' termination grace is 30 s).
+var drainGrace = 10 * time.Second
+
+// drainContext is a context that ends grace after ctx ends (or when the
+// returned cancel is called).
+func drainContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-work.Done():
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-work.Done():
+		case <-t.C:
+			cancel()
+		}
+	}()
+	return work, cancel
+}
+
+// handBack makes unhandled deliveries visible again within a second.
+func handBack(c *mq.Consumer, ds []mq.Delivery, log *slog.Logger) {
+	for _, d := range ds {
+		if err := c.Retry(d, time.Second); err != nil {
+			log.Warn("handing back a delivery at shutdown failed; it is redelivered after its invisibility", "message_id", d.MessageID, "error", err)
 		}
 	}
+	log.Info("shutdown: handed deliveries back to the broker", "count", len(ds))
 }
 
 // OrderConsumer feeds order-create messages to the order transaction.

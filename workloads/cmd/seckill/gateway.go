@@ -28,6 +28,7 @@ func runGateway(ctx context.Context, args []string) error {
 	insecure := fs.Bool("insecure-dev-users", false, "trust the X-User-ID header (development only)")
 	deadline := fs.Duration("business-deadline", 5*time.Minute, "business deadline of a reservation")
 	rate := fs.Int("rate", 0, "requests per second this gateway admits (0: unlimited)")
+	drainDelay := fs.Duration("drain-delay", 0, "on SIGTERM, keep serving this long with /readyz failing before the listener closes, so that the Service stops routing here first (pods: 5s)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -38,8 +39,8 @@ func runGateway(ctx context.Context, args []string) error {
 	if len(*tokenKey) < 32 && !*insecure {
 		errs = append(errs, errors.New("-token-key must be at least 32 bytes"))
 	}
-	if *deadline <= 0 || *rate < 0 {
-		errs = append(errs, errors.New("-business-deadline must be positive and -rate non-negative"))
+	if *deadline <= 0 || *rate < 0 || *drainDelay < 0 || *drainDelay > 20*time.Second {
+		errs = append(errs, errors.New("-business-deadline must be positive, -rate non-negative, -drain-delay within [0, 20s]"))
 	}
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
@@ -78,6 +79,11 @@ func runGateway(ctx context.Context, args []string) error {
 	case err := <-errc:
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
+		g.Drain()
+		if *drainDelay > 0 {
+			log.Info("draining: readiness fails, still serving", "for", drainDelay.String())
+			time.Sleep(*drainDelay)
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return srv.Shutdown(sctx)

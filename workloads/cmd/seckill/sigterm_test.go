@@ -98,3 +98,48 @@ func TestWorkloadsStopOnSIGTERM(t *testing.T) {
 		})
 	}
 }
+
+// The gateway drains on SIGTERM: with -drain-delay (the operator sets 5 s)
+// it fails readiness at once, so the Service stops routing to it, keeps
+// answering requests for the delay, then closes its listener and exits 0.
+func TestGatewayDrainsOnSIGTERM(t *testing.T) {
+	bin := buildBinary(t)
+	pool := testenv.Database(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	cmd := exec.Command(bin, "gateway", "-addr", addr, "-drain-delay", "2s")
+	cmd.Env = append(os.Environ(),
+		"SECKILL_PG_DSN="+pool.Config().ConnString(), "SECKILL_REDIS_ADDRS="+testenv.Get(t, "SECKILL_REDIS_ADDR"),
+		"SECKILL_RMQ_ENDPOINT="+testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=77", "SECKILL_SKUS=1:2",
+		"SECKILL_ID_KEYS=1:"+strings.Repeat("ab", 32), "SECKILL_TOKEN_KEY="+strings.Repeat("k", 32))
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	status := func(path string) int {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool { return status("/readyz") == http.StatusOK }, 60*time.Second, 100*time.Millisecond, "ready")
+
+	sent := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool { return status("/readyz") == http.StatusServiceUnavailable }, time.Second, 20*time.Millisecond,
+		"readiness fails at once")
+	require.Equal(t, http.StatusOK, status("/healthz"), "still serving while it drains")
+	require.Equal(t, http.StatusOK, status("/openapi.yaml"), "still serving while it drains")
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		took := time.Since(sent)
+		require.GreaterOrEqual(t, took, 2*time.Second, "served for the drain delay")
+		require.Less(t, took, 15*time.Second)
+		t.Logf("drained and stopped %s after SIGTERM", took.Round(time.Millisecond))
+	case <-time.After(20 * time.Second):
+		t.Fatal("still running 20 s after SIGTERM")
+	}
+	require.Zero(t, status("/healthz"), "the listener is closed")
+}

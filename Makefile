@@ -49,8 +49,9 @@ verify: manifests generate ## Fail when generated code or formatting is stale.
 	@hack/check-tracked.sh
 
 .PHONY: test
-test: manifests generate vet stack-up ## Run every test on the real local stack.
+test: manifests generate vet stack-up ## Every test on the real local stack, then the sale on the real cluster (make e2e).
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) e2e
 
 ##@ Local stack
 
@@ -83,12 +84,17 @@ cluster-status: ## Show what of the cluster runs.
 	hack/cluster.sh status
 
 .PHONY: e2e
-e2e: cluster-up ## The sale on the real cluster: chart, activity, phases to Completed, invariants.
+e2e: cluster-up ## The sale on the real cluster: chart, activity patched while it runs, scaling, backlog guard, phases to Completed, invariants.
 	hack/cluster.sh image
 	SECKILL_E2E=1 go test -count=1 -v -timeout 20m ./test/e2e
 
 .PHONY: demo
-demo: ## Run the demo flash sale on the local real stack (starts what it needs: no envtest).
+demo: cluster-up ## The demo flash sale, run by the operator on a real single-node Kubernetes on this machine (root; a first run builds Kubernetes).
+	hack/cluster.sh image
+	go run ./hack/clusterdemo
+
+.PHONY: demo-processes
+demo-processes: ## The quick look: the workloads as processes on the local stack, no Kubernetes.
 	hack/stack.sh up --no-envtest
 	go run ./hack/demo
 

@@ -80,7 +80,7 @@ func report(r *clustersale.Result) {
 		if !c.OK {
 			mark = "FAIL"
 		}
-		fmt.Printf("  %s %-58s %s\n", mark, c.Name, c.Got)
+		fmt.Printf("  %s %-66s %s\n", mark, c.Name, c.Got)
 	}
 }
 

@@ -182,7 +182,7 @@ func (r *run) connect() error {
 	dir := filepath.Join(r.o.Root, ".stack", "cluster")
 	r.kubeconfig = filepath.Join(dir, "kubeconfig")
 	r.kubectl, r.helm = filepath.Join(dir, "bin", "kubectl"), filepath.Join(dir, "bin", "helm")
-	ref, err := os.ReadFile(filepath.Join(dir, "images", "seckill.ref"))
+	ref, err := os.ReadFile(filepath.Join(dir, "images", "seckill.ref")) //nolint:gosec // the repository's own file
 	if err != nil {
 		return fmt.Errorf("no image built for the cluster (hack/cluster.sh image): %w", err)
 	}
@@ -203,8 +203,11 @@ func (r *run) connect() error {
 		return err
 	}
 	var nodes corev1.NodeList
-	if err := r.c.List(context.Background(), &nodes); err != nil || len(nodes.Items) == 0 {
-		return fmt.Errorf("the local cluster has no node (hack/cluster.sh up): %v", err)
+	if err := r.c.List(context.Background(), &nodes); err != nil {
+		return fmt.Errorf("the local cluster does not answer (hack/cluster.sh up): %w", err)
+	}
+	if len(nodes.Items) == 0 {
+		return errors.New("the local cluster has no node (hack/cluster.sh up)")
 	}
 	return nil
 }

@@ -222,6 +222,9 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		require.Equal(t, fmt.Sprint(s.activity), env["SECKILL_ACTIVITY_ID"].Value)
 		require.True(t, *ctr.SecurityContext.ReadOnlyRootFilesystem)
 		require.NotNil(t, ctr.ReadinessProbe, c)
+		require.Equal(t, "50m", ctr.Resources.Requests.Cpu().String(), "default requests: never BestEffort")
+		require.Equal(t, "64Mi", ctr.Resources.Requests.Memory().String(), c)
+		require.Empty(t, ctr.Resources.Limits, "no guessed limit")
 		if c == ComponentPayments {
 			require.Equal(t, "payment-keys", env["SECKILL_PAYMENT_KEYS"].ValueFrom.SecretKeyRef.Key)
 		}

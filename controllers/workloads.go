@@ -148,7 +148,7 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	}
 	ctr := corev1.Container{
 		Name: "seckill", Image: act.Spec.Workloads.Image, ImagePullPolicy: act.Spec.Workloads.ImagePullPolicy,
-		Command: []string{"/seckill"}, Args: args, Env: env, Resources: act.Spec.Workloads.Resources,
+		Command: []string{"/seckill"}, Args: args, Env: env, Resources: workloadResources(act),
 		// The root filesystem is read-only; the RocketMQ client writes its
 		// log under the temp dir.
 		VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
@@ -165,9 +165,12 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 		ctr.Ports = []corev1.ContainerPort{{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
 		probe := func(path string) *corev1.Probe {
 			return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(name)}},
-				PeriodSeconds: 10, FailureThreshold: 3}
+				PeriodSeconds: 10, FailureThreshold: 3, TimeoutSeconds: 2}
 		}
 		ctr.LivenessProbe, ctr.ReadinessProbe = probe("/healthz"), probe("/readyz")
+		// Readiness follows a lost store within 10 s; liveness stays slow
+		// (a restart costs more than a few refused requests).
+		ctr.ReadinessProbe.PeriodSeconds, ctr.ReadinessProbe.FailureThreshold = 5, 2
 	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels(act, component), Annotations: map[string]string{"seckill.io/spec-hash": specHash(act)}},
@@ -180,6 +183,20 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 			TerminationGracePeriodSeconds: ptr.To(int64(30)),
 		},
 	}
+}
+
+// defaultRequests are the workloads' requests when the spec sets none: a
+// pod without requests is BestEffort, the first evicted when the node runs
+// short, and the scheduler places it as if it needed nothing. No default
+// limit: a sale's gateway must not be throttled or OOM-killed by a guess.
+var defaultRequests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+
+func workloadResources(act *seckillv1alpha1.SeckillActivity) corev1.ResourceRequirements {
+	r := *act.Spec.Workloads.Resources.DeepCopy()
+	if len(r.Requests) == 0 && len(r.Limits) == 0 {
+		r.Requests = defaultRequests.DeepCopy()
+	}
+	return r
 }
 
 // applyWorkloads creates or updates every object of the activity: the

@@ -45,10 +45,11 @@ func main() {
 	buyers := flag.Int("buyers", 2000, "concurrent buyers")
 	stock := flag.Int64("stock", 100, "PostgreSQL stock per SKU")
 	buckets := flag.Int("buckets", 4, "Redis stock buckets per SKU")
+	flag.Float64Var(&buyerRate, "rate", 0, "buyers arriving per second (0: all at once)")
 	flag.DurationVar(&paymentWindow, "payment-window", 4*time.Second, "how long an order waits for payment")
 	flag.Parse()
-	if *buyers <= 0 || *stock <= 0 || *buckets <= 0 || *buckets > 64 {
-		fmt.Fprintln(os.Stderr, "demo: -buyers and -stock must be positive, 1 <= -buckets <= 64")
+	if *buyers <= 0 || *stock <= 0 || *buckets <= 0 || *buckets > 64 || buyerRate < 0 {
+		fmt.Fprintln(os.Stderr, "demo: -buyers and -stock must be positive, 1 <= -buckets <= 64, -rate >= 0")
 		os.Exit(2)
 	}
 	if err := run(*buyers, *stock, *buckets); err != nil {
@@ -58,6 +59,9 @@ func main() {
 }
 
 var paymentWindow time.Duration
+
+// buyerRate paces the buyers (0: all at once).
+var buyerRate float64
 
 func env(key string) string {
 	v, err := stackenv.Lookup(key)
@@ -204,7 +208,10 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 			users = append(users, id)
 		}
 	}
-	for _, user := range users {
+	for i, user := range users {
+		if buyerRate > 0 {
+			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / buyerRate * float64(time.Second)))))
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(user int64) {

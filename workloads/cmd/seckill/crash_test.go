@@ -170,5 +170,5 @@ func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
 	return c
 }
 
-// consumerAwait is the consumers' long-poll await (mq.NewConsumer).
-const consumerAwait = 5 * time.Second
+// consumerAwait is the consumers' long-poll await.
+const consumerAwait = mq.ReceiveAwait

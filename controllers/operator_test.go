@@ -513,6 +513,22 @@ func TestLifecycleThroughCompleted(t *testing.T) {
 		return err == nil && ttl > 160*time.Hour
 	}, 10*time.Second, 100*time.Millisecond)
 	require.NotEmpty(t, s.events("Archived"))
+	// Completed: the workloads stop (0 replicas, CronJobs suspended); the
+	// objects stay until the activity is deleted.
+	require.Eventually(t, func() bool {
+		for _, c := range []string{ComponentGateway, ComponentConsumer, ComponentRelay, ComponentProjector} {
+			var d appsv1.Deployment
+			if k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, c)}, &d) != nil || *d.Spec.Replicas != 0 {
+				return false
+			}
+		}
+		var cj batchv1.CronJob
+		if k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, "reconcile")}, &cj) != nil {
+			return false
+		}
+		return cj.Spec.Suspend != nil && *cj.Spec.Suspend
+	}, 10*time.Second, 100*time.Millisecond, "the workloads stop once the sale is completed")
+	s.eventually("no consumer desired", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.DesiredConsumers == 0 })
 	for _, p := range []seckillv1alpha1.Phase{seckillv1alpha1.PhaseActive, seckillv1alpha1.PhaseReconciling, seckillv1alpha1.PhaseCompleted} {
 		require.NotEmpty(t, s.events(string(p)), p)
 	}

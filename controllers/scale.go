@@ -33,6 +33,10 @@ func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alp
 	if current == 0 {
 		current = max(sp.MinConsumers, 1)
 	}
+	if stopped(act) {
+		st.ScalingReason = "the sale is completed: the workloads are stopped"
+		return 0
+	}
 	if sp.SuspendConsumers {
 		if st.ScalingReason != reasonSuspended {
 			r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "ScaledConsumers", "Scale", "%d → 0: %s", st.DesiredConsumers, reasonSuspended)

@@ -55,7 +55,24 @@ func ObjectName(act *seckillv1alpha1.SeckillActivity, component string) string {
 	return act.Name + "-" + component
 }
 
+// stopped: a Completed sale needs no workload any more. Its Deployments are
+// kept at 0 replicas and its CronJobs suspended (the objects stay, for
+// inspection, until the activity is deleted).
+func stopped(act *seckillv1alpha1.SeckillActivity) bool {
+	return act.Status.Phase == seckillv1alpha1.PhaseCompleted
+}
+
 func workers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
+	ws := runningWorkers(act, consumers)
+	if stopped(act) {
+		for i := range ws {
+			ws[i].replicas = 0
+		}
+	}
+	return ws
+}
+
+func runningWorkers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
 	s := act.Spec
 	ws := []worker{
 		{ComponentGateway, []string{"gateway", "-business-deadline=" + dur(s.BusinessDeadline, defaultDeadline).String(), "-drain-delay=5s"}, s.Workloads.GatewayReplicas, names.GatewayPort, 1},
@@ -274,6 +291,7 @@ func (r *SeckillActivityReconciler) applyCronJob(ctx context.Context, act *secki
 		cj.Labels = labels(act, component)
 		cj.Spec.Schedule = schedule
 		cj.Spec.ConcurrencyPolicy = batchv1.ForbidConcurrent
+		cj.Spec.Suspend = ptr.To(stopped(act))
 		cj.Spec.SuccessfulJobsHistoryLimit, cj.Spec.FailedJobsHistoryLimit = ptr.To(int32(3)), ptr.To(int32(3))
 		cj.Spec.JobTemplate.Spec = jobSpec(act, component, args)
 		return controllerutil.SetControllerReference(act, cj, r.Scheme)

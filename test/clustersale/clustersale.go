@@ -636,9 +636,25 @@ func (r *run) finish(ctx context.Context) error {
 			r.logf("final reconcile Job %s: a pod ran and exited 0", j.Name)
 		}
 	}
+	stoppedErr := r.until(ctx, "the workloads stop once Completed", 90*time.Second, func() bool {
+		var deps appsv1.DeploymentList
+		if r.c.List(ctx, &deps, client.InNamespace(r.act.Namespace), client.MatchingLabels{"app.kubernetes.io/instance": r.act.Name}) != nil || len(deps.Items) == 0 {
+			return false
+		}
+		for _, d := range deps.Items {
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 || d.Status.Replicas != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if stoppedErr == nil {
+		r.logf("Completed: every Deployment at 0 replicas, no workload pod left, CronJobs suspended")
+	}
 	if err := r.checks(ctx); err != nil {
 		return err
 	}
+	r.check("the workloads stop once the sale is Completed", stoppedErr == nil, fmt.Sprint(stoppedErr == nil))
 	r.logf("kubectl delete seckillactivity %s", r.act.Name)
 	if _, err := r.cmd(ctx, r.kubectl, "-n", r.act.Namespace, "delete", "seckillactivity", r.act.Name, "--wait", "--timeout", "2m"); err != nil {
 		return err

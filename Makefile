@@ -146,9 +146,11 @@ $(GOLANGCI_LINT):
 ##@ Benchmarks
 
 .PHONY: bench
-bench: stack-up ## Reserve Lua and the order transaction next to redis-benchmark's and pgbench's ceilings (medians).
+bench: stack-up ## Reserve Lua and the order transaction next to redis-benchmark's and pgbench's ceilings (medians); the consumer group's orders/s with 1, 2, 4 consumers; broker delivery latency.
 	hack/bench-reserve.sh
 	hack/bench-order.sh
+	go test -run XXX -bench 'ConsumerGroup' -benchtime 3x ./workloads/pipeline
+	go test -run XXX -bench 'DeliveryLatency' -benchtime 400x ./workloads/mq
 
 .PHONY: race
 race: stack-up ## Payments racing the timeout cancel, thousands of times (SECKILL_RACE_ITERATIONS, default 5000).

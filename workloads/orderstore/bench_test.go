@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,5 +88,58 @@ func BenchmarkOrderTransaction(b *testing.B) {
 			}
 		}
 	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+}
+
+// BenchmarkOrderBatch is ConsumeBatch on the real PostgreSQL: batches of
+// BENCH_BATCH (16) messages, from 2 goroutines (two consumers), on one hot
+// SKU — the database half of the consumer group, without the broker.
+func BenchmarkOrderBatch(b *testing.B) {
+	size := 16
+	if v, err := strconv.Atoi(os.Getenv("BENCH_BATCH")); err == nil && v > 0 {
+		size = v
+	}
+	pool := testenv.Database(b)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, $2, $3, $3)`,
+		activity, sku, int64(1_000_000_000_000))
+	require.NoError(b, err)
+	c := &orderstore.Consumer{Pool: pool, Group: "seckill-order-consumer", PaymentWindow: 15 * time.Minute}
+	var user atomic.Int64
+	next := make(chan int, b.N/size+1)
+	for range b.N / size {
+		next <- size
+	}
+	if r := b.N % size; r > 0 {
+		next <- r
+	}
+	close(next)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range next {
+				items := make([]orderstore.Item, n)
+				for i := range items {
+					rid, now := ids.NewRandom(), time.Now()
+					m := events.OrderCreateRequested{SchemaVersion: 1, EventType: events.TypeOrderCreateRequested,
+						MessageID: ids.NewRandom(), MessageKey: rid.String(), RequestID: ids.NewRandom(), ReservationID: rid,
+						ActivityID: activity, SKUID: sku, UserID: user.Add(1), Bucket: 0, ReservedAt: now, BusinessDeadline: now.Add(time.Hour)}
+					raw, _ := m.Marshal()
+					items[i] = orderstore.Item{Msg: m, Raw: raw}
+				}
+				for _, r := range c.ConsumeBatch(ctx, items) {
+					if r.Err != nil || r.Outcome.Result != orderstore.ResultOrderCreated {
+						b.Errorf("consume: %v %+v", r.Err, r.Outcome)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
 }

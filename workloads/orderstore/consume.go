@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/events"
@@ -89,6 +91,23 @@ type Consumer struct {
 	// returns aborts the step there. The failpoints build of the binary exits
 	// the process instead, like a kill -9.
 	Failpoint func(name string) error
+	// Batches, when set, counts ConsumeBatch's paths.
+	Batches *BatchCounts
+}
+
+// BatchCounts tells how many batches committed set-wise and how many fell
+// back to the message-by-message path (a conflict, a failing statement, a
+// repeated message, reservation or user inside the batch).
+type BatchCounts struct{ SetWise, FellBack atomic.Int64 }
+
+func (c *Consumer) countBatch(setWise bool) {
+	switch {
+	case c.Batches == nil:
+	case setWise:
+		c.Batches.SetWise.Add(1)
+	default:
+		c.Batches.FellBack.Add(1)
+	}
 }
 
 func (c *Consumer) now() time.Time {
@@ -140,9 +159,36 @@ func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequeste
 		return Outcome{Action: Retry}, fmt.Errorf("beginning order transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	out, err := c.apply(ctx, tx, msg, hash)
+	if err != nil {
+		return out, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, err)
+	}
+	if err := c.afterCommit(); err != nil {
+		return Outcome{Action: Retry}, err
+	}
+	return out, nil
+}
 
+// afterCommit runs the failpoints between a COMMIT and the acknowledgement.
+func (c *Consumer) afterCommit() error {
+	if err := c.fail("during_commit_response"); err != nil {
+		// The COMMIT went through but its response is lost: the caller sees
+		// an error and must verify (seed §9.8).
+		return fmt.Errorf("%w: %w", errCommit, err)
+	}
+	// Committed, not acknowledged: the redelivery meets the inbox row.
+	return c.fail("after_pg_commit_before_ack")
+}
+
+// apply runs one message's statements in tx: inbox first, then the
+// reservation row, final stock, the order, the reservation CAS, the ledger
+// and the outbox; the inbox row is finished with the outcome.
+func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
 	var owned uuid.UUID
-	err = tx.QueryRow(ctx, qInboxInsert, c.Group, msg.MessageID, names.TopicOrderCreate, msg.EventType,
+	err := tx.QueryRow(ctx, qInboxInsert, c.Group, msg.MessageID, names.TopicOrderCreate, msg.EventType,
 		msg.ReservationID, msg.RequestID, hash).Scan(&owned)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.duplicate(ctx, tx, msg, hash)
@@ -154,27 +200,20 @@ func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequeste
 		return Outcome{Action: Retry}, err
 	}
 
-	if _, err := tx.Exec(ctx, qReservationUpsert, msg.ReservationID, msg.RequestID, msg.ActivityID, msg.SKUID,
-		msg.UserID, msg.MessageID, msg.ReservedAt, msg.BusinessDeadline, msg.Bucket); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("upserting reservation: %w", err)
+	row, err := c.lockReservation(ctx, tx, msg)
+	if err != nil {
+		return Outcome{Action: Retry}, err
 	}
-	var (
-		status                       string
-		orderID                      *uuid.UUID
-		rowMessage                   uuid.UUID
-		rowUser, rowActivity, rowSKU int64
-	)
-	if err := tx.QueryRow(ctx, qReservationLock, msg.ReservationID).Scan(&status, &orderID, &rowMessage, &rowUser, &rowActivity, &rowSKU); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("locking reservation: %w", err)
-	}
-	if rowMessage != msg.MessageID || rowUser != msg.UserID || rowActivity != msg.ActivityID || rowSKU != msg.SKUID {
+	if !row.matches(msg) {
 		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: reservation %s is recorded for another message or user", ErrStateConflict, msg.ReservationID)
 	}
+	status, orderID := row.status, row.orderID
 
+	var tail writes
 	var out Outcome
 	switch status {
 	case "RESERVED":
-		out, err = c.createOrReject(ctx, tx, msg)
+		out, err = c.createOrReject(ctx, tx, msg, &tail)
 	case "ORDER_CREATED":
 		// Another message id for the same reservation already made the order.
 		out = Outcome{Action: Ack, Result: ResultDuplicate, OrderID: deref(orderID)}
@@ -187,41 +226,23 @@ func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequeste
 	if err != nil {
 		return out, err
 	}
-	if _, err := tx.Exec(ctx, qInboxFinish, c.Group, msg.MessageID, out.Result, nullable(out.OrderID)); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("finishing inbox row: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, err)
-	}
-	if err := c.fail("during_commit_response"); err != nil {
-		// The COMMIT went through but its response is lost: the caller sees
-		// an error and must verify (seed §9.8).
-		return Outcome{Action: Retry}, fmt.Errorf("%w: %w", errCommit, err)
-	}
-	if err := c.fail("after_pg_commit_before_ack"); err != nil {
-		// Committed, not acknowledged: the redelivery meets the inbox row.
+	tail.add("finishing inbox row", nil, qInboxFinish, c.Group, msg.MessageID, out.Result, nullable(out.OrderID))
+	if err := tail.run(ctx, tx); err != nil {
 		return Outcome{Action: Retry}, err
 	}
 	return out, nil
 }
 
-func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested) (Outcome, error) {
-	if c.now().After(msg.BusinessDeadline) {
-		var paused bool
-		err := tx.QueryRow(ctx, qControlGet, msg.ActivityID).Scan(&paused)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return Outcome{Action: Retry}, fmt.Errorf("reading activity control: %w", err)
-		}
-		// While the operator's backlog guard pauses deadline rejection, a late
-		// message is still turned into an order if stock allows (seed §11.3).
-		if !paused {
-			return c.reject(ctx, tx, msg, ReasonDeadlineExceeded)
-		}
+func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, tail *writes) (Outcome, error) {
+	if late, err := c.lateAndEnforced(ctx, tx, msg); err != nil {
+		return Outcome{Action: Retry}, err
+	} else if late {
+		return c.reject(msg, tail, ReasonDeadlineExceeded)
 	}
 	var left int64
 	err := tx.QueryRow(ctx, qStockOccupy, msg.ActivityID, msg.SKUID).Scan(&left)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c.reject(ctx, tx, msg, ReasonStockExhausted)
+		return c.reject(msg, tail, ReasonStockExhausted)
 	}
 	if err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("occupying stock: %w", err)
@@ -239,7 +260,7 @@ func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.Ord
 		if _, err := tx.Exec(ctx, qStockRestore, msg.ActivityID, msg.SKUID); err != nil {
 			return Outcome{Action: Retry}, fmt.Errorf("restoring stock: %w", err)
 		}
-		return c.reject(ctx, tx, msg, ReasonAlreadyPurchased)
+		return c.reject(msg, tail, ReasonAlreadyPurchased)
 	}
 	if err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("inserting order: %w", err)
@@ -247,47 +268,131 @@ func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.Ord
 	if err := c.fail("after_order_insert"); err != nil {
 		return Outcome{Action: Retry}, err
 	}
-	if tag, err := tx.Exec(ctx, qReservationCreated, msg.ReservationID, orderID); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("marking reservation created: %w", err)
-	} else if tag.RowsAffected() != 1 {
-		return Outcome{Action: Retry}, fmt.Errorf("%w: reservation %s left RESERVED under lock", ErrStateConflict, msg.ReservationID)
-	}
-	if _, err := tx.Exec(ctx, qLedgerOccupy, msg.ActivityID, msg.SKUID, msg.ReservationID, orderID); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("writing ledger: %w", err)
-	}
+	return c.created(msg, orderID, tail), nil
+}
+
+// created queues the writes that follow a new order: the reservation CAS,
+// the ledger, the ORDER_CREATED event and the timeout-cancel timer.
+func (c *Consumer) created(msg events.OrderCreateRequested, orderID uuid.UUID, tail *writes) Outcome {
+	tail.add("marking reservation created", onlyOne(msg), qReservationCreated, msg.ReservationID, orderID)
+	tail.add("writing ledger", nil, qLedgerOccupy, msg.ActivityID, msg.SKUID, msg.ReservationID, orderID)
 	payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": events.TypeOrderCreated,
 		"order_id": orderID, "reservation_id": msg.ReservationID, "activity_id": msg.ActivityID,
 		"sku_id": msg.SKUID, "user_id": msg.UserID, "bucket": msg.Bucket, "trace": msg.Trace})
-	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), "ORDER", msg.ReservationID, events.TypeOrderCreated,
-		c.eventsTopic(), payload); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("writing ORDER_CREATED outbox event: %w", err)
-	}
-	if _, err := tx.Exec(ctx, qTimerInsert, ids.NewRandom(), c.cancelTopic(), orderID); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("writing the cancel timer: %w", err)
-	}
-	return Outcome{Action: Ack, Result: ResultOrderCreated, OrderID: orderID}, nil
+	tail.add("writing ORDER_CREATED outbox event", nil, qOutboxInsert, ids.NewRandom(), "ORDER", msg.ReservationID,
+		events.TypeOrderCreated, c.eventsTopic(), payload)
+	tail.add("writing the cancel timer", nil, qTimerInsert, ids.NewRandom(), c.cancelTopic(), orderID)
+	return Outcome{Action: Ack, Result: ResultOrderCreated, OrderID: orderID}
 }
 
-// reject persists the rejection, its compensation task and the outbox event.
-func (c *Consumer) reject(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, reason string) (Outcome, error) {
-	tag, err := tx.Exec(ctx, qReservationRejected, msg.ReservationID, reason)
-	if err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("marking reservation rejected: %w", err)
+// lateAndEnforced tells whether msg is past its business deadline with
+// deadline rejection in force: while the operator's backlog guard pauses
+// it, a late message is still turned into an order if stock allows (seed
+// §11.3).
+func (c *Consumer) lateAndEnforced(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested) (bool, error) {
+	if !c.now().After(msg.BusinessDeadline) {
+		return false, nil
 	}
-	if tag.RowsAffected() != 1 {
-		return Outcome{Action: Retry}, fmt.Errorf("%w: reservation %s left RESERVED under lock", ErrStateConflict, msg.ReservationID)
+	var paused bool
+	err := tx.QueryRow(ctx, qControlGet, msg.ActivityID).Scan(&paused)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("reading activity control: %w", err)
 	}
-	if _, err := tx.Exec(ctx, qCompensationInsert, ids.NewRandom(), msg.ReservationID); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("writing compensation task: %w", err)
-	}
+	return !paused, nil
+}
+
+// reject queues the rejection, its compensation task and the outbox event.
+func (c *Consumer) reject(msg events.OrderCreateRequested, tail *writes, reason string) (Outcome, error) {
+	tail.add("marking reservation rejected", onlyOne(msg), qReservationRejected, msg.ReservationID, reason)
+	tail.add("writing compensation task", nil, qCompensationInsert, ids.NewRandom(), msg.ReservationID)
 	payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": events.TypeOrderRejected,
 		"reservation_id": msg.ReservationID, "activity_id": msg.ActivityID, "sku_id": msg.SKUID,
 		"user_id": msg.UserID, "bucket": msg.Bucket, "reason": reason, "trace": msg.Trace})
-	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), "RESERVATION", msg.ReservationID, events.TypeOrderRejected,
-		c.eventsTopic(), payload); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("writing rejection outbox event: %w", err)
-	}
+	tail.add("writing rejection outbox event", nil, qOutboxInsert, ids.NewRandom(), "RESERVATION", msg.ReservationID,
+		events.TypeOrderRejected, c.eventsTopic(), payload)
 	return Outcome{Action: Ack, Result: ResultOrderRejected, Reason: reason}, nil
+}
+
+// reservationRow is the locked PostgreSQL trace of a reservation.
+type reservationRow struct {
+	status              string
+	orderID             *uuid.UUID
+	message             uuid.UUID
+	user, activity, sku int64
+}
+
+// matches tells whether the row was recorded for this message and user.
+func (r reservationRow) matches(msg events.OrderCreateRequested) bool {
+	return r.message == msg.MessageID && r.user == msg.UserID && r.activity == msg.ActivityID && r.sku == msg.SKUID
+}
+
+// lockReservation records the reservation if it is new and locks its row;
+// the upsert and the lock go in one round trip.
+func (c *Consumer) lockReservation(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested) (r reservationRow, err error) {
+	br := tx.SendBatch(ctx, &pgx.Batch{QueuedQueries: []*pgx.QueuedQuery{
+		{SQL: qReservationUpsert, Arguments: []any{msg.ReservationID, msg.RequestID, msg.ActivityID, msg.SKUID,
+			msg.UserID, msg.MessageID, msg.ReservedAt, msg.BusinessDeadline, msg.Bucket}},
+		{SQL: qReservationLock, Arguments: []any{msg.ReservationID}},
+	}})
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("locking reservation: %w", cerr)
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return r, fmt.Errorf("upserting reservation: %w", err)
+	}
+	if err := br.QueryRow().Scan(&r.status, &r.orderID, &r.message, &r.user, &r.activity, &r.sku); err != nil {
+		return r, fmt.Errorf("locking reservation: %w", err)
+	}
+	return r, nil
+}
+
+// onlyOne checks that a reservation CAS under the row lock moved exactly the
+// locked row.
+func onlyOne(msg events.OrderCreateRequested) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("%w: reservation %s left RESERVED under lock", ErrStateConflict, msg.ReservationID)
+		}
+		return nil
+	}
+}
+
+// writes are a message's last statements, whose results decide nothing
+// but their own success: they are sent in one round trip (a pipeline) and
+// checked in order.
+type writes struct {
+	batch pgx.Batch
+	what  []string
+	check []func(pgconn.CommandTag) error
+}
+
+func (w *writes) add(what string, check func(pgconn.CommandTag) error, sql string, args ...any) {
+	w.batch.Queue(sql, args...)
+	w.what = append(w.what, what)
+	w.check = append(w.check, check)
+}
+
+func (w *writes) run(ctx context.Context, tx pgx.Tx) (err error) {
+	br := tx.SendBatch(ctx, &w.batch)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("%s: %w", w.what[len(w.what)-1], cerr)
+		}
+	}()
+	for i, what := range w.what {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if w.check[i] != nil {
+			if err := w.check[i](tag); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // duplicate answers a message whose inbox row exists: the same payload is an

@@ -28,4 +28,7 @@ var (
 	qTimerInsert         = sqlfile.Must(sqlFiles, "timer_insert")
 	qCompensationInsert  = sqlfile.Must(sqlFiles, "compensation_insert")
 	qControlGet          = sqlfile.Must(sqlFiles, "control_get")
+	qStockLock           = sqlfile.Must(sqlFiles, "stock_lock")
+	qStockOccupyMany     = sqlfile.Must(sqlFiles, "stock_occupy_many")
+	qOrderWithdraw       = sqlfile.Must(sqlFiles, "order_withdraw")
 )

@@ -48,29 +48,24 @@ func (c *Consumer) RejectTimedOut(ctx context.Context, msg events.OrderCreateReq
 			out = Outcome{Action: Retry, Result: "COMPENSATION_PAUSED"}
 			return nil
 		}
-		if _, err := tx.Exec(ctx, qReservationUpsert, msg.ReservationID, msg.RequestID, msg.ActivityID, msg.SKUID,
-			msg.UserID, msg.MessageID, msg.ReservedAt, msg.BusinessDeadline, msg.Bucket); err != nil {
-			return fmt.Errorf("upserting reservation: %w", err)
+		row, err := c.lockReservation(ctx, tx, msg)
+		if err != nil {
+			return err
 		}
-		var (
-			status                       string
-			orderID                      *uuid.UUID
-			rowMessage                   uuid.UUID
-			rowUser, rowActivity, rowSKU int64
-		)
-		if err := tx.QueryRow(ctx, qReservationLock, msg.ReservationID).Scan(&status, &orderID, &rowMessage, &rowUser, &rowActivity, &rowSKU); err != nil {
-			return fmt.Errorf("locking reservation: %w", err)
-		}
-		if rowMessage != msg.MessageID || rowUser != msg.UserID || rowActivity != msg.ActivityID || rowSKU != msg.SKUID {
+		if !row.matches(msg) {
 			return fmt.Errorf("%w: reservation %s is recorded for another message or user", ErrStateConflict, msg.ReservationID)
 		}
-		if status != "RESERVED" {
-			out = Outcome{Action: Ack, Result: "ALREADY_" + status, OrderID: deref(orderID)}
+		if row.status != "RESERVED" {
+			out = Outcome{Action: Ack, Result: "ALREADY_" + row.status, OrderID: deref(row.orderID)}
 			return nil
 		}
-		var err2 error
-		out, err2 = c.reject(ctx, tx, msg, ReasonDeadlineExceeded)
-		return err2
+		var tail writes
+		rejected, _ := c.reject(msg, &tail, ReasonDeadlineExceeded)
+		if err := tail.run(ctx, tx); err != nil {
+			return err
+		}
+		out = rejected
+		return nil
 	})
 	return out, err
 }

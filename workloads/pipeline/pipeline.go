@@ -46,28 +46,57 @@ func idle(ctx context.Context, d time.Duration) bool {
 // (handle acknowledges, retries or quarantines it), until ctx ends.
 func receiveLoop(ctx context.Context, c *mq.Consumer, invisible time.Duration, health *metrics.Health, log *slog.Logger,
 	handle func(context.Context, mq.Delivery)) {
-	health.Ready()
-	for ctx.Err() == nil {
-		health.Beat()
-		ds, err := c.Receive(ctx, 16, invisible)
-		if err != nil {
-			log.Warn("receive failed", "error", err)
-			idle(ctx, time.Second)
-			continue
-		}
-		// A batch received before shutdown is finished, not abandoned: each
-		// delivery is handled (committed and acknowledged) with a context
-		// that outlives ctx by drainGrace; what is left when that runs out
-		// is handed back to the broker at once instead of waiting out its
-		// invisibility on a consumer that is gone.
-		work, done := drainContext(ctx, drainGrace)
+	receiveBatches(ctx, c, invisible, health, log, func(work context.Context, ds []mq.Delivery) {
 		for i, d := range ds {
 			if work.Err() != nil {
 				handBack(c, ds[i:], log)
-				break
+				return
 			}
 			handle(work, d)
 		}
+	})
+}
+
+// receiveBatches receives up to 16 deliveries at a time and hands each
+// batch to handle, until ctx ends. The next batch is received while one is
+// handled (one receive in flight), so the broker round trip overlaps the
+// database's. A batch received before shutdown is finished, not abandoned:
+// handle gets a context that outlives ctx by drainGrace, and hands back
+// (handBack) what it cannot finish in time; a batch received but not yet
+// started at shutdown is handed back at once. Either is then redelivered
+// within a second instead of waiting out its invisibility on a consumer
+// that is gone.
+func receiveBatches(ctx context.Context, c *mq.Consumer, invisible time.Duration, health *metrics.Health, log *slog.Logger,
+	handle func(context.Context, []mq.Delivery)) {
+	health.Ready()
+	batches := make(chan []mq.Delivery)
+	go func() {
+		defer close(batches)
+		for ctx.Err() == nil {
+			health.Beat()
+			ds, err := c.Receive(ctx, 16, invisible)
+			if err != nil {
+				log.Warn("receive failed", "error", err)
+				idle(ctx, time.Second)
+				continue
+			}
+			if len(ds) == 0 {
+				continue
+			}
+			select {
+			case batches <- ds:
+			case <-ctx.Done():
+				handBack(c, ds, log)
+			}
+		}
+	}()
+	for ds := range batches {
+		if ctx.Err() != nil {
+			handBack(c, ds, log)
+			continue
+		}
+		work, done := drainContext(ctx, drainGrace)
+		handle(work, ds)
 		done()
 	}
 }
@@ -77,24 +106,25 @@ func receiveLoop(ctx context.Context, c *mq.Consumer, invisible time.Duration, h
 var drainGrace = 10 * time.Second
 
 // drainContext is a context that ends grace after ctx ends (or when the
-// returned cancel is called).
+// returned cancel is called). Nothing runs for it until ctx ends.
 func drainContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		select {
-		case <-work.Done():
-			return
-		case <-ctx.Done():
+	var t *time.Timer
+	var mu sync.Mutex
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		t = time.AfterFunc(grace, cancel)
+	})
+	return work, func() {
+		stop()
+		mu.Lock()
+		if t != nil {
+			t.Stop()
 		}
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-work.Done():
-		case <-t.C:
-			cancel()
-		}
-	}()
-	return work, cancel
+		mu.Unlock()
+		cancel()
+	}
 }
 
 // handBack makes unhandled deliveries visible again within a second.
@@ -134,6 +164,10 @@ type OrderConsumer struct {
 // maxAcksInFlight bounds the acknowledgements a consumer has outstanding.
 const maxAcksInFlight = 32
 
+// ackTimeout bounds one acknowledgement, so a broker gone at shutdown
+// cannot hold Run: an ack lost is a redelivery the inbox answers.
+const ackTimeout = 2 * time.Second
+
 // ack acknowledges d in the background, after its effect is committed.
 func (c *OrderConsumer) ack(ctx context.Context, d mq.Delivery, messageID uuid.UUID) {
 	c.ackSem <- struct{}{}
@@ -141,7 +175,9 @@ func (c *OrderConsumer) ack(ctx context.Context, d mq.Delivery, messageID uuid.U
 	go func() {
 		defer c.acks.Done()
 		defer func() { <-c.ackSem }()
-		if err := c.MQ.Ack(context.WithoutCancel(ctx), d); err != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer cancel()
+		if err := c.MQ.Ack(actx, d); err != nil {
 			c.Log.Warn("ack failed; the redelivery is answered by the inbox", "message_id", messageID, "error", err)
 		}
 	}()
@@ -161,29 +197,49 @@ func (c *OrderConsumer) Run(ctx context.Context) error {
 	if c.Metrics == nil {
 		c.Metrics = metrics.NewConsumer(prometheus.NewRegistry(), c.Store.Group)
 	}
-	receiveLoop(ctx, c.MQ, c.Invisible, c.Health, c.Log, c.handle)
+	receiveBatches(ctx, c.MQ, c.Invisible, c.Health, c.Log, c.handleBatch)
 	return nil
 }
 
-func (c *OrderConsumer) handle(ctx context.Context, d mq.Delivery) {
-	msg, err := events.ParseOrderCreateRequested(d.Body)
-	if err != nil {
-		var ie *events.InvalidError
-		reason := events.ReasonMalformed
-		if errors.As(err, &ie) {
-			reason = ie.Reason
+// handleBatch turns a received batch into orders in one transaction
+// (orderstore.ConsumeBatch); a malformed message is quarantined first and
+// never joins the batch.
+func (c *OrderConsumer) handleBatch(ctx context.Context, ds []mq.Delivery) {
+	items := make([]orderstore.Item, 0, len(ds))
+	valid := make([]mq.Delivery, 0, len(ds))
+	for _, d := range ds {
+		msg, err := events.ParseOrderCreateRequested(d.Body)
+		if err != nil {
+			var ie *events.InvalidError
+			reason := events.ReasonMalformed
+			if errors.As(err, &ie) {
+				reason = ie.Reason
+			}
+			c.quarantine(ctx, d, nil, reason, err.Error())
+			continue
 		}
-		c.quarantine(ctx, d, nil, reason, err.Error())
+		items = append(items, orderstore.Item{Msg: msg, Raw: d.Body})
+		valid = append(valid, d)
+	}
+	if len(items) == 0 {
 		return
 	}
 	t0 := time.Now()
-	out, err := c.Store.Consume(ctx, msg, d.Body)
+	res := c.Store.ConsumeBatch(ctx, items)
+	took := time.Since(t0)
+	for i, r := range res {
+		c.settle(ctx, valid[i], items[i].Msg, r.Outcome, r.Err, took)
+	}
+}
+
+// settle acknowledges, retries or quarantines one delivery by its outcome.
+func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.OrderCreateRequested, out orderstore.Outcome, err error, took time.Duration) {
 	if errors.Is(err, orderstore.ErrCommitUnknown) {
 		c.Metrics.CommitUnknown.Inc()
 	}
 	switch out.Action {
 	case orderstore.Ack:
-		c.meter.Observe(time.Since(t0))
+		c.meter.Observe(took)
 		c.count(out)
 		c.ack(ctx, d, msg.MessageID)
 	case orderstore.Manual:

@@ -152,6 +152,10 @@ bench: stack-up ## Reserve Lua and the order transaction next to redis-benchmark
 	go test -run XXX -bench 'ConsumerGroup' -benchtime 3x ./workloads/pipeline
 	go test -run XXX -bench 'DeliveryLatency' -benchtime 400x ./workloads/mq
 
+.PHONY: bench-sale
+bench-sale: stack-up ## The sale of issue 14 at a fixed arrival rate (RATE, REQUESTS, STOCK, BUCKETS, CONSUMERS, RUNS): HDR latencies, backlog, table + PNG in .stack/bench-sale, ceilings in the same run.
+	go run ./hack/benchsale -rate $${RATE:-1000} -requests $${REQUESTS:-100000} -stock $${STOCK:-10000} -buckets $${BUCKETS:-4} -consumers $${CONSUMERS:-2} -runs $${RUNS:-3}
+
 .PHONY: race
 race: stack-up ## Payments racing the timeout cancel, thousands of times (SECKILL_RACE_ITERATIONS, default 5000).
 	SECKILL_RACE_ITERATIONS=$${SECKILL_RACE_ITERATIONS:-5000} go test -count=1 -run TestPaymentRacesTimeoutCancel -v ./workloads/cancel

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/seckill/seckill-operator/workloads/testenv"
@@ -41,4 +42,27 @@ func TestBenchmarksRun(t *testing.T) {
 			t.Logf("%s", out)
 		})
 	}
+}
+
+// TestBenchSaleRuns runs make bench-sale's whole sale, tiny: the workloads
+// as processes, the open-loop load, the ceilings, the table and the plot.
+func TestBenchSaleRuns(t *testing.T) {
+	testenv.Get(t, "SECKILL_REDIS_ADDR")
+	out := t.TempDir()
+	cmd := exec.Command("go", "run", "./hack/benchsale", "-runs", "1", "-requests", "600", "-rate", "200", "-stock", "60",
+		"-evalsha-n", "500", "-pgbench-n", "64", "-out", out)
+	cmd.Dir = root()
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench-sale: %v\n%s", err, b)
+	}
+	for _, want := range []string{"answered req/s ÷ EVALSHA ceiling", "orders/s ÷ pgbench ceiling", "reservation → order p99 (ms)"} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("bench-sale printed no %q:\n%s", want, b)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(out, "sale.png")); err != nil || st.Size() == 0 {
+		t.Fatalf("bench-sale wrote no plot: %v", err)
+	}
+	t.Logf("%s", b)
 }

@@ -8,15 +8,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -27,12 +24,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill-operator/hack/salekit"
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
-	"github.com/seckill/seckill-operator/workloads/stackenv"
 )
 
 const (
@@ -63,21 +60,6 @@ var paymentWindow time.Duration
 // buyerRate paces the buyers (0: all at once).
 var buyerRate float64
 
-func env(key string) string {
-	v, err := stackenv.Lookup(key)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
-	}
-	return v
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func run(buyers int, pgStock int64, nBuckets int) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "seckill-demo")
@@ -85,20 +67,19 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "seckill")
 	fmt.Println("building the workloads binary …")
-	build := exec.Command("go", "build", "-o", bin, "./workloads/cmd/seckill") //nolint:gosec // our own build
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, out)
+	bin, err := salekit.Build(dir)
+	if err != nil {
+		return err
 	}
 	activity := time.Now().Unix()
 	skus := []int64{90001, 90002}
 	redisStock := map[int64]int64{90001: pgStock, 90002: pgStock + pgStock/10} // 90002: Redis drifted above PostgreSQL
-	tokenKey := randomHex(32)
+	tokenKey := salekit.RandomHex(32)
 	common := []string{
-		"SECKILL_PG_DSN=" + env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + env("SECKILL_REDIS_ADDR"),
-		"SECKILL_RMQ_ENDPOINT=" + env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(activity, 10),
-		fmt.Sprintf("SECKILL_SKUS=90001:%d,90002:%d", nBuckets, nBuckets), "SECKILL_ID_KEYS=1:" + randomHex(32),
+		"SECKILL_PG_DSN=" + salekit.Env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + salekit.Env("SECKILL_REDIS_ADDR"),
+		"SECKILL_RMQ_ENDPOINT=" + salekit.Env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(activity, 10),
+		fmt.Sprintf("SECKILL_SKUS=90001:%d,90002:%d", nBuckets, nBuckets), "SECKILL_ID_KEYS=1:" + salekit.RandomHex(32),
 		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + addr,
 	}
 	// Provision and open the sale with the same store operations the
@@ -106,18 +87,18 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	stockFlag := fmt.Sprintf("90001=%d,90002=%d", pgStock, pgStock)
 	for _, args := range [][]string{{"activity", "provision", "-stock", stockFlag},
 		{"activity", "window", "-state", "ACTIVE", "-payment-window", paymentWindow.String()}} {
-		out, err := cmd(bin, common, args...).CombinedOutput()
+		out, err := salekit.Cmd(bin, common, args...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("seckill %s %s: %w\n%s", args[0], args[1], err, out)
 		}
 		fmt.Print(string(out))
 	}
-	pool, err := pgxpool.New(ctx, env("SECKILL_PG_DSN"))
+	pool, err := pgxpool.New(ctx, salekit.Env("SECKILL_PG_DSN"))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: env("SECKILL_REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: salekit.Env("SECKILL_REDIS_ADDR")})
 	defer rdb.Close()
 	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
 		return err
@@ -135,15 +116,8 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		activity, pgStock, pgStock, redisStock[90002], nBuckets)
 
 	// The workloads, as processes.
-	var procs []*exec.Cmd
-	defer func() {
-		for _, p := range procs {
-			_ = p.Process.Signal(os.Interrupt)
-		}
-		for _, p := range procs {
-			_ = p.Wait()
-		}
-	}()
+	var procs salekit.Processes
+	defer procs.Stop()
 	logf, err := os.Create(filepath.Join(".stack", "demo-workloads.log"))
 	if err != nil {
 		return err
@@ -152,15 +126,12 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	// The simulated payment channel, as a process (seckill provider-sim):
 	// its successes are posted, signed, to the payments workload, each twice
 	// (callbacks duplicate).
-	payKey := randomHex(32)
+	payKey := salekit.RandomHex(32)
 	channel := &provider.Client{ProviderName: "sim", BaseURL: "http://" + channelAddr}
-	sim := cmd(bin, common, "provider-sim", "-addr", channelAddr, "-callback-url", "http://"+paymentsAddr,
-		"-payment-keys", "sim:"+payKey, "-duplicates", "1")
-	sim.Stdout, sim.Stderr = logf, logf
-	if err := sim.Start(); err != nil {
-		return fmt.Errorf("starting provider-sim: %w", err)
+	if err := procs.Start(bin, common, logf, "provider-sim", "-addr", channelAddr, "-callback-url", "http://"+paymentsAddr,
+		"-payment-keys", "sim:"+payKey, "-duplicates", "1"); err != nil {
+		return err
 	}
-	procs = append(procs, sim)
 
 	for i, w := range []string{"gateway", "consumer", "consumer", "relay", "projector", "compensator", "scanner", "canceller", "payments"} {
 		args := []string{w}
@@ -175,15 +146,12 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		if w != "gateway" && w != "payments" { // these serve /metrics on their API port
 			args = append(args, "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", demoMetricsPort+i))
 		}
-		p := cmd(bin, common, args...)
-		p.Stdout, p.Stderr = logf, logf
-		if err := p.Start(); err != nil {
-			return fmt.Errorf("starting %s: %w", w, err)
+		if err := procs.Start(bin, common, logf, args...); err != nil {
+			return err
 		}
-		procs = append(procs, p)
 	}
 	fmt.Printf("workloads running: gateway, 2 × consumer, relay, projector, compensator, scanner, canceller, payments (log: %s)\n", logf.Name())
-	if err := waitHTTP("http://" + addr + "/readyz"); err != nil {
+	if err := salekit.WaitHTTP("http://" + addr + "/readyz"); err != nil {
 		return err
 	}
 
@@ -420,7 +388,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	}
 	// The safety net on the sale that just ran, as the operator's final Job runs it.
 	fmt.Println("\nreconcile job (seckill reconcile -final, the operator's final Job)")
-	rec := cmd(bin, common, "reconcile", "-final", "-watermark-lag", "0s")
+	rec := salekit.Cmd(bin, common, "reconcile", "-final", "-watermark-lag", "0s")
 	rec.Stdout, rec.Stderr = os.Stdout, os.Stdout
 	if err := rec.Run(); err != nil {
 		fmt.Printf("  reconcile: %v\n", err)
@@ -434,22 +402,3 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 
 // demoMetricsPort+i is where the i-th worker serves /metrics.
 const demoMetricsPort = 19090
-
-func cmd(bin string, env []string, args ...string) *exec.Cmd {
-	c := exec.Command(bin, args...) //nolint:gosec // the binary this demo just built
-	c.Env = append(os.Environ(), env...)
-	return c
-}
-
-func waitHTTP(url string) error {
-	for i := 0; i < 100; i++ {
-		if resp, err := http.Get(url); err == nil { //nolint:gosec // a fixed local URL
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("gateway not ready at %s", url)
-}

@@ -68,7 +68,7 @@ func consumerGroupOnce(b *testing.B, n, consumers int) float64 {
 	drain, err := mq.NewConsumer(endpoint, benchGroup, benchTopic)
 	require.NoError(b, err)
 	for {
-		ds, err := drain.Receive(ctx, 32, 10*time.Second)
+		ds, err := drain.Receive(ctx, 32, 2*time.Second)
 		if err != nil || len(ds) == 0 {
 			break
 		}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+	"slices"
+	"strings"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+func ms(h *hdr.Histogram, q float64) float64 {
+	if h.TotalCount() == 0 {
+		return 0
+	}
+	return float64(h.ValueAtQuantile(q)) / 1000
+}
+
+// renderTable is the report: a row per figure, a column per run and the
+// median.
+func renderTable(c config, rs []*saleResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nbench-sale: one SKU of %d units in %d buckets; %d reservations, each by a new user, offered at %d/s open loop; %d order consumers\n",
+		c.stock, c.buckets, c.requests, c.rate, c.consumers)
+	fmt.Fprintf(&b, "%-46s", "")
+	for i := range rs {
+		fmt.Fprintf(&b, "%11s", fmt.Sprintf("run %d", i+1))
+	}
+	fmt.Fprintf(&b, "%11s\n", "median")
+	row := func(name, format string, f func(r *saleResult) float64) {
+		fmt.Fprintf(&b, "%-46s", name)
+		vs := make([]float64, len(rs))
+		for i, r := range rs {
+			vs[i] = f(r)
+			fmt.Fprintf(&b, "%11s", fmt.Sprintf(format, vs[i]))
+		}
+		fmt.Fprintf(&b, "%11s\n", fmt.Sprintf(format, median(vs)))
+	}
+	row("offered (reservations/s)", "%.0f", func(r *saleResult) float64 { return float64(r.offered) / r.loadTook.Seconds() })
+	row("answered (req/s)", "%.0f", func(r *saleResult) float64 { return float64(r.answered) / r.loadTook.Seconds() })
+	row("not answered (transport errors)", "%.0f", func(r *saleResult) float64 { return float64(r.offered - r.answered) })
+	row("reserve latency p50 (ms)", "%.1f", func(r *saleResult) float64 { return ms(r.reserve, 50) })
+	row("reserve latency p99 (ms)", "%.1f", func(r *saleResult) float64 { return ms(r.reserve, 99) })
+	row("reserve latency p99.9 (ms)", "%.1f", func(r *saleResult) float64 { return ms(r.reserve, 99.9) })
+	row("reservation → order p50 (ms)", "%.1f", func(r *saleResult) float64 { return ms(r.toOrder, 50) })
+	row("reservation → order p99 (ms)", "%.1f", func(r *saleResult) float64 { return ms(r.toOrder, 99) })
+	row("reservation → order max (ms)", "%.1f", func(r *saleResult) float64 { return ms(r.toOrder, 100) })
+	row("orders", "%.0f", func(r *saleResult) float64 { return float64(r.orders) })
+	row("last order after (s, from the first request)", "%.1f", func(r *saleResult) float64 { return r.settled.Seconds() })
+	row("orders/s (first request → last order)", "%.0f", func(r *saleResult) float64 { return float64(r.orders) / r.settled.Seconds() })
+	row("peak backlog (queued, not yet orders)", "%.0f", func(r *saleResult) float64 {
+		var m int64
+		for _, s := range r.seconds {
+			m = max(m, s.backlog)
+		}
+		return float64(m)
+	})
+	if rs[0].ceilings.evalsha > 0 {
+		row("ceiling: redis-benchmark EVALSHA (calls/s)", "%.0f", func(r *saleResult) float64 { return r.ceilings.evalsha })
+		row("ceiling: pgbench one-order tx (tx/s)", "%.0f", func(r *saleResult) float64 { return r.ceilings.pgbench })
+		row("answered req/s ÷ EVALSHA ceiling", "%.2f", func(r *saleResult) float64 {
+			return float64(r.answered) / r.loadTook.Seconds() / r.ceilings.evalsha
+		})
+		row("orders/s ÷ pgbench ceiling", "%.2f", func(r *saleResult) float64 {
+			return float64(r.orders) / r.settled.Seconds() / r.ceilings.pgbench
+		})
+	}
+	codes := map[string]bool{}
+	for _, r := range rs {
+		for k := range r.codes {
+			codes[k] = true
+		}
+	}
+	keys := make([]string, 0, len(codes))
+	for k := range codes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		row("answer "+k, "%.0f", func(r *saleResult) float64 { return float64(r.codes[k]) })
+	}
+	fmt.Fprintf(&b, "%-46s", "SLO: reservation → order p99 ≤ 3 s")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%11s", yes(ms(r.toOrder, 99) <= 3000))
+	}
+	fmt.Fprintln(&b)
+	fmt.Fprintf(&b, "%-46s", "invariants")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%11s", yes(len(r.failed) == 0))
+	}
+	fmt.Fprintln(&b)
+	for i, r := range rs {
+		for _, ch := range r.checks {
+			if !ch.ok {
+				fmt.Fprintf(&b, "  run %d FAILED %s: %s\n", i+1, ch.name, ch.got)
+			}
+		}
+	}
+	return b.String()
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAIL"
+}
+
+// plotSale draws one sale second by second: rates, latency percentiles,
+// backlog.
+func plotSale(r *saleResult, path string) error {
+	rates, lat, backlog := plot.New(), plot.New(), plot.New()
+	rates.Title.Text = "per second: reservations offered, queued, orders created"
+	rates.Y.Label.Text = "per second"
+	lat.Title.Text = "latency percentiles of the requests / reservations of each second"
+	lat.Y.Label.Text = "ms (log)"
+	lat.Y.Scale = plot.LogScale{}
+	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	backlog.Title.Text = "backlog: reservations queued, not yet orders"
+	backlog.Y.Label.Text = "reservations"
+	backlog.X.Label.Text = "seconds since the first request"
+	series := func(f func(s *second) (float64, bool)) plotter.XYs {
+		var xy plotter.XYs
+		for i, s := range r.seconds {
+			if v, ok := f(s); ok {
+				xy = append(xy, plotter.XY{X: float64(i), Y: v})
+			}
+		}
+		return xy
+	}
+	add := func(p *plot.Plot, name string, c color.Color, xy plotter.XYs) error {
+		if len(xy) == 0 {
+			return nil
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color = c
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add(name, l)
+		return nil
+	}
+	blue, orange, green, red := color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255}, color.RGBA{214, 39, 40, 255}
+	positive := func(v float64) (float64, bool) { return v, v > 0 }
+	for _, l := range []struct {
+		p    *plot.Plot
+		name string
+		c    color.Color
+		f    func(s *second) (float64, bool)
+	}{
+		{rates, "offered", blue, func(s *second) (float64, bool) { return float64(s.offered), true }},
+		{rates, "queued", orange, func(s *second) (float64, bool) { return float64(s.queued), true }},
+		{rates, "orders", green, func(s *second) (float64, bool) { return float64(s.orders), true }},
+		{lat, "reserve p50", blue, func(s *second) (float64, bool) { return positive(ms(s.reserve, 50)) }},
+		{lat, "reserve p99", orange, func(s *second) (float64, bool) { return positive(ms(s.reserve, 99)) }},
+		{lat, "reservation → order p50", green, func(s *second) (float64, bool) { return positive(ms(s.toOrder, 50)) }},
+		{lat, "reservation → order p99", red, func(s *second) (float64, bool) { return positive(ms(s.toOrder, 99)) }},
+		{backlog, "backlog", red, func(s *second) (float64, bool) { return float64(s.backlog), true }},
+	} {
+		if err := add(l.p, l.name, l.c, series(l.f)); err != nil {
+			return err
+		}
+	}
+	for _, p := range []*plot.Plot{rates, lat, backlog} {
+		p.Legend.Top = true
+		p.Add(plotter.NewGrid())
+	}
+	img := vgimg.New(vg.Points(900), vg.Points(1000))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 3, Cols: 1, PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8), PadY: vg.Points(16)}
+	canvases := plot.Align([][]*plot.Plot{{rates}, {lat}, {backlog}}, tiles, dc)
+	rates.Draw(canvases[0][0])
+	lat.Draw(canvases[1][0])
+	backlog.Draw(canvases[2][0])
+	f, err := os.Create(path) //nolint:gosec // our report directory
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/seckill/seckill-operator/hack/salekit"
+	"github.com/seckill/seckill-operator/workloads/gateway"
+	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+)
+
+const (
+	gatewayAddr = "127.0.0.1:28190"
+	sku         = int64(90001)
+	// Latencies are recorded in microseconds, 1 µs … 10 min, 3 digits.
+	histMax = int64(10 * time.Minute / time.Microsecond)
+)
+
+func newHist() *hdr.Histogram { return hdr.New(1, histMax, 3) }
+
+func buildBinary(dir string) (string, error) { return salekit.Build(dir) }
+
+// second is one second of the sale, for the plot.
+type second struct {
+	offered, queued int           // reservations offered, answered QUEUED
+	reserve         *hdr.Histogram // HTTP latency of those offered
+	orders          int           // orders created in this second
+	toOrder         *hdr.Histogram // reservation → order of the reservations of this second
+	backlog         int64         // queued − orders at the end of this second
+}
+
+type saleResult struct {
+	offered, answered int
+	codes             map[string]int
+	loadTook          time.Duration // first request → last answer
+	settled           time.Duration // first request → last order (or the settle timeout)
+	orders            int64
+	reserve, toOrder  *hdr.Histogram
+	seconds           []*second
+	failed            []string
+	checks            []check
+	ceilings          ceilings
+}
+
+type check struct {
+	name string
+	ok   bool
+	got  string
+}
+
+func (r *saleResult) at(i int) *second {
+	for len(r.seconds) <= i {
+		r.seconds = append(r.seconds, &second{reserve: newHist(), toOrder: newHist()})
+	}
+	return r.seconds[i]
+}
+
+// sale runs one sale and returns what it measured.
+func sale(ctx context.Context, c config, bin, logPath string) (*saleResult, error) {
+	activity := time.Now().UnixMilli() % 1_000_000_000_000
+	tokenKey := salekit.RandomHex(32)
+	common := []string{
+		"SECKILL_PG_DSN=" + salekit.Env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + salekit.Env("SECKILL_REDIS_ADDR"),
+		"SECKILL_RMQ_ENDPOINT=" + salekit.Env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(activity, 10),
+		fmt.Sprintf("SECKILL_SKUS=%d:%d", sku, c.buckets), "SECKILL_ID_KEYS=1:" + salekit.RandomHex(32),
+		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + gatewayAddr,
+	}
+	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, c.stock)},
+		{"activity", "window", "-state", "ACTIVE", "-payment-window", "1h"}} {
+		if out, err := salekit.Cmd(bin, common, args...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("seckill %s %s: %w\n%s", args[0], args[1], err, out)
+		}
+	}
+	pool, err := pgxpool.New(ctx, salekit.Env("SECKILL_PG_DSN"))
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: salekit.Env("SECKILL_REDIS_ADDR")})
+	defer rdb.Close()
+	rs := redisstore.New(rdb)
+
+	logf, err := os.Create(logPath) //nolint:gosec // our report directory
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	var procs salekit.Processes
+	defer procs.Stop()
+	workloads := []string{"gateway", "relay", "projector", "compensator", "scanner"}
+	for range c.consumers {
+		workloads = append(workloads, "consumer")
+	}
+	for _, w := range workloads {
+		args := []string{w}
+		if w != "gateway" {
+			args = append(args, "-metrics-addr", "0")
+		}
+		if err := procs.Start(bin, common, logf, args...); err != nil {
+			return nil, err
+		}
+	}
+	if err := salekit.WaitHTTP("http://" + gatewayAddr + "/readyz"); err != nil {
+		return nil, err
+	}
+
+	// The requests, made before the clock: a new user each, signed tokens.
+	url := fmt.Sprintf("http://%s/v1/activities/%d/skus/%d/reservations", gatewayAddr, activity, sku)
+	targets := make([]vegeta.Target, c.requests)
+	exp := time.Now().Add(time.Hour)
+	for i := range targets {
+		user := int64(70_000_000 + i)
+		targets[i] = vegeta.Target{Method: http.MethodPost, URL: url,
+			Body: []byte(`{"request_id":"` + ids.NewRandom().String() + `"}`),
+			Header: http.Header{"Authorization": {"Bearer " + gateway.SignToken(user, []byte(tokenKey), exp)},
+				"Content-Type": {"application/json"}}}
+	}
+	attacker := vegeta.NewAttacker(vegeta.Timeout(30*time.Second), vegeta.KeepAlive(true),
+		vegeta.Workers(64), vegeta.MaxWorkers(4096), vegeta.Connections(1024), vegeta.MaxBody(4096))
+
+	r := &saleResult{codes: map[string]int{}, reserve: newHist(), toOrder: newHist()}
+	var queued atomic.Int64
+	start := time.Now()
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	var sampling sync.WaitGroup
+	sampling.Add(1)
+	backlog := map[int]int64{}
+	go func() { // the backlog, each second
+		defer sampling.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case now := <-t.C:
+				var orders int64
+				if err := pool.QueryRow(sampleCtx, `SELECT count(*) FROM orders WHERE activity_id = $1`, activity).Scan(&orders); err == nil {
+					backlog[int(now.Sub(start)/time.Second)-1] = queued.Load() - orders
+				}
+			}
+		}
+	}()
+	dur := time.Duration(float64(c.requests) / float64(c.rate) * float64(time.Second))
+	var answer struct {
+		Code string `json:"code"`
+	}
+	for res := range attacker.Attack(vegeta.NewStaticTargeter(targets...), vegeta.Rate{Freq: c.rate, Per: time.Second}, dur, "sale") {
+		r.offered++
+		s := r.at(int(res.Timestamp.Sub(start) / time.Second))
+		s.offered++
+		us := max(1, min(histMax, res.Latency.Microseconds()))
+		_ = r.reserve.RecordValue(us)
+		_ = s.reserve.RecordValue(us)
+		answer.Code = ""
+		if res.Error != "" && res.Code == 0 {
+			r.codes["TRANSPORT_ERROR"]++
+			continue
+		}
+		r.answered++
+		_ = json.Unmarshal(res.Body, &answer)
+		if answer.Code == "" {
+			answer.Code = "HTTP_" + strconv.Itoa(int(res.Code))
+		}
+		r.codes[answer.Code]++
+		if answer.Code == gateway.CodeQueued {
+			s.queued++
+			queued.Add(1)
+		}
+	}
+	r.loadTook = time.Since(start)
+
+	// Every queued reservation becomes an order (the SKU's stock is the
+	// same in Redis and PostgreSQL), or the settle timeout.
+	deadline := time.Now().Add(c.timeout)
+	for {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1`, activity).Scan(&r.orders); err != nil {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		if r.orders >= queued.Load() && openReserved(ctx, rs, activity, c.buckets) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(1100 * time.Millisecond) // the backlog's last sample
+	stopSampling()
+	sampling.Wait()
+	for i, b := range backlog {
+		if i >= 0 {
+			r.at(i).backlog = b
+		}
+	}
+
+	rows, err := pool.Query(ctx, `SELECT extract(epoch FROM r.reserved_at)::float8, extract(epoch FROM o.created_at - r.reserved_at)::float8, extract(epoch FROM o.created_at)::float8
+		FROM orders o JOIN inventory_reservation r USING (reservation_id) WHERE o.activity_id = $1`, activity)
+	if err != nil {
+		return nil, err
+	}
+	var last float64
+	for rows.Next() {
+		var reservedAt, took, created float64
+		if err := rows.Scan(&reservedAt, &took, &created); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		us := max(1, min(histMax, int64(took*1e6)))
+		_ = r.toOrder.RecordValue(us)
+		startS := float64(start.UnixNano()) / 1e9
+		if i := int(reservedAt - startS); i >= 0 {
+			_ = r.at(i).toOrder.RecordValue(us)
+		}
+		if i := int(created - startS); i >= 0 {
+			r.at(i).orders++
+		}
+		last = max(last, created)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	r.settled = time.Duration((last - float64(start.UnixNano())/1e9) * float64(time.Second))
+	r.checks = invariants(ctx, pool, rs, activity, c, queued.Load())
+	for _, ch := range r.checks {
+		if !ch.ok {
+			r.failed = append(r.failed, ch.name+": "+ch.got)
+		}
+	}
+	return r, nil
+}
+
+// invariants are the sale's promises, read from PostgreSQL and Redis.
+func invariants(ctx context.Context, pool *pgxpool.Pool, rs *redisstore.Store, activity int64, c config, queued int64) []check {
+	var orders, dupRes, dupUsers, delta, committed, terminal int64
+	_ = pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM orders WHERE activity_id = $1),
+		(SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY reservation_id HAVING count(*) > 1) d),
+		(SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY sku_id, user_id HAVING count(*) > 1) d),
+		(SELECT coalesce(sum(initial_stock - available_stock - occupied_stock - sold_stock), 0) FROM sku_inventory WHERE activity_id = $1),
+		(SELECT coalesce(sum(occupied_stock + sold_stock), 0) FROM sku_inventory WHERE activity_id = $1),
+		(SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status IN ('ORDER_CREATED', 'COMPENSATED', 'CANCELLED', 'MANUAL_REVIEW'))`,
+		activity).Scan(&orders, &dupRes, &dupUsers, &delta, &committed, &terminal)
+	var total redisstore.Counters
+	var redisErr error
+	for _, sl := range redisstore.Slots(activity, sku, c.buckets) {
+		cs, err := rs.ReadCounters(ctx, sl)
+		if err != nil {
+			redisErr = err
+		}
+		total = total.Add(cs)
+	}
+	want := min(int64(c.requests), c.stock)
+	return []check{
+		{"every unit sold (offered ≥ stock) or every buyer served", orders == want, fmt.Sprintf("%d orders, want %d", orders, want)},
+		{"no oversell", orders <= c.stock, fmt.Sprintf("%d <= %d", orders, c.stock)},
+		{"one order per reservation", dupRes == 0, fmt.Sprintf("%d duplicates", dupRes)},
+		{"one order per user", dupUsers == 0, fmt.Sprintf("%d duplicates", dupUsers)},
+		{"PostgreSQL stock conserved", delta == 0, fmt.Sprintf("delta %d", delta)},
+		{"Redis stock conserved, nothing in transit", redisErr == nil && total.Delta() == 0 && total.InTransit() == 0,
+			fmt.Sprintf("delta %d, in transit %d, err %v", total.Delta(), total.InTransit(), redisErr)},
+		{"Redis committed = PostgreSQL occupied + sold", total.Committed == committed, fmt.Sprintf("%d = %d", total.Committed, committed)},
+		{"every QUEUED reservation terminal", terminal == queued && total.OpenReserved == 0, fmt.Sprintf("%d of %d, %d open", terminal, queued, total.OpenReserved)},
+	}
+}
+
+// openReserved is the SKU's reservations Redis still holds open (-1 when
+// unreadable).
+func openReserved(ctx context.Context, rs *redisstore.Store, activity int64, buckets int) int64 {
+	var open int64
+	for _, sl := range redisstore.Slots(activity, sku, buckets) {
+		cs, err := rs.ReadCounters(ctx, sl)
+		if err != nil {
+			return -1
+		}
+		open += cs.OpenReserved
+	}
+	return open
+}

@@ -137,7 +137,7 @@ func measureCeilings(cfg config) (ceilings, error) {
 	var c ceilings
 	for _, s := range []struct {
 		script, n string
-		into   *float64
+		into      *float64
 	}{{"bench-reserve.sh", strconv.Itoa(cfg.evalshaN), &c.evalsha}, {"bench-order.sh", strconv.Itoa(cfg.pgbenchN), &c.pgbench}} {
 		cmd := exec.Command(filepath.Join("hack", s.script)) //nolint:gosec // our own script
 		cmd.Env = append(os.Environ(), "RUNS=1", "N="+s.n, "CEILING_ONLY=1")

@@ -190,4 +190,3 @@ func plotSale(r *saleResult, path string) error {
 	}
 	return nil
 }
-

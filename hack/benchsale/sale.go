@@ -35,11 +35,11 @@ func buildBinary(dir string) (string, error) { return salekit.Build(dir) }
 
 // second is one second of the sale, for the plot.
 type second struct {
-	offered, queued int           // reservations offered, answered QUEUED
+	offered, queued int            // reservations offered, answered QUEUED
 	reserve         *hdr.Histogram // HTTP latency of those offered
-	orders          int           // orders created in this second
+	orders          int            // orders created in this second
 	toOrder         *hdr.Histogram // reservation → order of the reservations of this second
-	backlog         int64         // queued − orders at the end of this second
+	backlog         int64          // queued − orders at the end of this second
 }
 
 type saleResult struct {

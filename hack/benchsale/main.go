@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,6 +37,8 @@ type config struct {
 	runs      int
 	out       string
 	ceilings  bool
+	profile   bool
+	bin       string
 	timeout   time.Duration
 	evalshaN  int // redis-benchmark calls per ceiling
 	pgbenchN  int // pgbench transactions per ceiling
@@ -51,6 +54,8 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 3, "sales to run; the table shows each and the median")
 	flag.StringVar(&c.out, "out", filepath.Join(".stack", "bench-sale"), "directory for the table and the plot")
 	flag.BoolVar(&c.ceilings, "ceilings", true, "measure redis-benchmark's and pgbench's ceilings before each sale")
+	flag.StringVar(&c.bin, "bin", "", "a workloads binary to run (default: built from this checkout; another commit's, to compare)")
+	flag.BoolVar(&c.profile, "profile", true, "take a CPU profile of the gateway during each sale (gateway-cpu-N.pprof, its top in gateway-cpu-N.txt)")
 	flag.IntVar(&c.evalshaN, "evalsha-n", 100000, "redis-benchmark calls for the reserve ceiling")
 	flag.IntVar(&c.pgbenchN, "pgbench-n", 5000, "pgbench transactions for the order ceiling")
 	flag.DurationVar(&c.timeout, "settle-timeout", 3*time.Minute, "how long the orders may take after the load ends")
@@ -88,10 +93,12 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintln(os.Stderr, "building the workloads binary …")
-	bin, err := buildBinary(dir)
-	if err != nil {
-		return err
+	bin := c.bin
+	if bin == "" {
+		fmt.Fprintln(os.Stderr, "building the workloads binary …")
+		if bin, err = buildBinary(dir); err != nil {
+			return err
+		}
 	}
 	var results []*saleResult
 	for i := range c.runs {
@@ -103,9 +110,20 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 		fmt.Fprintf(os.Stderr, "run %d/%d: %d reservations at %d/s …\n", i+1, c.runs, c.requests, c.rate)
-		r, err := sale(ctx, c, bin, filepath.Join(c.out, fmt.Sprintf("workloads-%d.log", i+1)))
+		prof := filepath.Join(c.out, fmt.Sprintf("gateway-cpu-%d.pprof", i+1))
+		r, err := sale(ctx, c, bin, filepath.Join(c.out, fmt.Sprintf("workloads-%d.log", i+1)), prof)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		if c.profile {
+			top := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", bin, prof) //nolint:gosec // our files
+			out, err := top.Output()
+			if err != nil {
+				return fmt.Errorf("go tool pprof: %w", err)
+			}
+			if err := os.WriteFile(strings.TrimSuffix(prof, ".pprof")+".txt", out, 0o644); err != nil { //nolint:gosec // a report
+				return err
+			}
 		}
 		r.ceilings = ceil
 		results = append(results, r)

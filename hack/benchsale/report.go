@@ -119,15 +119,21 @@ func plotSale(r *saleResult, path string) error {
 	rates.Title.Text = "per second: reservations offered, queued, orders created"
 	rates.Y.Label.Text = "per second"
 	lat.Title.Text = "latency percentiles of the requests / reservations of each second"
-	lat.Y.Label.Text = "ms (log)"
-	lat.Y.Scale = plot.LogScale{}
-	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	lat.Y.Label.Text = "ms"
 	backlog.Title.Text = "backlog: reservations queued, not yet orders"
 	backlog.Y.Label.Text = "reservations"
 	backlog.X.Label.Text = "seconds since the first request"
+	// The seconds that saw anything, and two more.
+	end := 0
+	for i, s := range r.seconds {
+		if s.offered > 0 || s.orders > 0 || s.backlog > 0 {
+			end = i + 1
+		}
+	}
+	seconds := r.seconds[:min(len(r.seconds), end+2)]
 	series := func(f func(s *second) (float64, bool)) plotter.XYs {
 		var xy plotter.XYs
-		for i, s := range r.seconds {
+		for i, s := range seconds {
 			if v, ok := f(s); ok {
 				xy = append(xy, plotter.XY{X: float64(i), Y: v})
 			}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"io"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,7 @@ import (
 
 const (
 	gatewayAddr = "127.0.0.1:28190"
+	pprofAddr   = "127.0.0.1:28199"
 	sku         = int64(90001)
 	// Latencies are recorded in microseconds, 1 µs … 10 min, 3 digits.
 	histMax = int64(10 * time.Minute / time.Microsecond)
@@ -69,7 +72,7 @@ func (r *saleResult) at(i int) *second {
 }
 
 // sale runs one sale and returns what it measured.
-func sale(ctx context.Context, c config, bin, logPath string) (*saleResult, error) {
+func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleResult, error) {
 	activity := time.Now().UnixMilli() % 1_000_000_000_000
 	tokenKey := salekit.RandomHex(32)
 	common := []string{
@@ -106,10 +109,13 @@ func sale(ctx context.Context, c config, bin, logPath string) (*saleResult, erro
 	}
 	for _, w := range workloads {
 		args := []string{w}
+		env := common
 		if w != "gateway" {
 			args = append(args, "-metrics-addr", "0")
+		} else if c.profile {
+			env = append(slices.Clone(common), "SECKILL_PPROF_ADDR="+pprofAddr)
 		}
-		if err := procs.Start(bin, common, logf, args...); err != nil {
+		if err := procs.Start(bin, env, logf, args...); err != nil {
 			return nil, err
 		}
 	}
@@ -156,6 +162,12 @@ func sale(ctx context.Context, c config, bin, logPath string) (*saleResult, erro
 		}
 	}()
 	dur := time.Duration(float64(c.requests) / float64(c.rate) * float64(time.Second))
+	profiled := make(chan error, 1)
+	if c.profile { // the gateway's CPU, from a third into the load
+		go func() { profiled <- profileGateway(ctx, dur/3, min(10*time.Second, max(time.Second, dur/3)), profPath) }()
+	} else {
+		profiled <- nil
+	}
 	var answer struct {
 		Code string `json:"code"`
 	}
@@ -183,6 +195,9 @@ func sale(ctx context.Context, c config, bin, logPath string) (*saleResult, erro
 		}
 	}
 	r.loadTook = time.Since(start)
+	if err := <-profiled; err != nil {
+		return nil, err
+	}
 
 	// Every queued reservation becomes an order (the SKU's stock is the
 	// same in Redis and PostgreSQL), or the settle timeout.
@@ -291,4 +306,27 @@ func openReserved(ctx context.Context, rs *redisstore.Store, activity int64, buc
 		open += cs.OpenReserved
 	}
 	return open
+}
+
+// profileGateway saves a CPU profile of the gateway, taken after wait for
+// length, to path.
+func profileGateway(ctx context.Context, wait, length time.Duration, path string) error {
+	time.Sleep(wait)
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(length.Seconds()))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profiling the gateway: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profiling the gateway: HTTP %d", resp.StatusCode)
+	}
+	f, err := os.Create(path) //nolint:gosec // our report directory
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }

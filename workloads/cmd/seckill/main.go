@@ -46,6 +46,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := startPprof(); err != nil {
+		fmt.Fprintf(os.Stderr, "seckill: %v\n", err)
+		os.Exit(2)
+	}
 	var err error
 	switch os.Args[1] {
 	case "migrate":

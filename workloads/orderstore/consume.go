@@ -375,6 +375,9 @@ func (w *writes) add(what string, check func(pgconn.CommandTag) error, sql strin
 }
 
 func (w *writes) run(ctx context.Context, tx pgx.Tx) (err error) {
+	if len(w.what) == 0 {
+		return nil
+	}
 	br := tx.SendBatch(ctx, &w.batch)
 	defer func() {
 		if cerr := br.Close(); err == nil && cerr != nil {

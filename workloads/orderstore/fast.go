@@ -56,12 +56,16 @@ type fastItem struct {
 //  2. each reservation recorded and locked, or a redelivery's recorded
 //     outcome read;
 //  3. the orders of the reservations still RESERVED (one per user);
-//  4. per SKU, in key order: lock the row, take the units the new orders
-//     need in one update (fewer when fewer are left);
-//  5. the rest: reservation CAS, ledger, outbox, timers, rejections (an
-//     order whose unit did not come is withdrawn and rejected as stock
-//     exhausted), the inbox rows finished;
-//  6. commit.
+//  4. the rejections decided so far;
+//  5. in one pipeline after a savepoint: every new order's writes
+//     (reservation CAS, ledger, outbox, timer), the inbox rows finished,
+//     and last, per SKU in key order, one update taking all the units the
+//     batch needs — the hot row is locked only from that update to the
+//     commit (takeStockLast);
+//  6. only when a SKU has fewer units left: back to the savepoint; per SKU
+//     lock the row, take what is left, the orders without a unit withdrawn
+//     and rejected as stock exhausted (takeStock), the inbox rows finished;
+//  7. commit.
 //
 // Each message gets the outcome the one-message transaction would give it.
 // Anything that would not be a plain outcome (a payload or state conflict,
@@ -95,18 +99,24 @@ func (c *Consumer) batchFast(ctx context.Context, items []Item, hashes [][]byte)
 	if err := c.fail("after_order_insert"); err != nil {
 		return nil, err
 	}
-	if err := c.takeStock(ctx, tx, fi, &tail); err != nil {
+	if err := tail.run(ctx, tx); err != nil { // the outcomes decided so far
 		return nil, err
 	}
-	if err := c.fail("after_pg_stock_decrement"); err != nil {
+	took, err := c.takeStockLast(ctx, tx, fi)
+	if err != nil {
 		return nil, err
 	}
-	for _, f := range fi {
-		if f.fresh {
-			tail.add("finishing inbox row", nil, qInboxFinish, c.Group, f.msg.MessageID, f.out.Result, nullable(f.out.OrderID))
+	if !took { // fewer units left than new orders: lock, split, withdraw
+		var rest writes
+		if err := c.takeStock(ctx, tx, fi, &rest); err != nil {
+			return nil, err
+		}
+		c.finishInbox(fi, &rest)
+		if err := rest.run(ctx, tx); err != nil {
+			return nil, err
 		}
 	}
-	if err := tail.run(ctx, tx); err != nil {
+	if err := c.fail("after_pg_stock_decrement"); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -248,27 +258,94 @@ func (c *Consumer) insertOrders(ctx context.Context, tx pgx.Tx, fi []*fastItem, 
 	return nil
 }
 
-// takeStock takes, per SKU in key order (two batches never wait on each
-// other's rows in opposite order), the units the batch's new orders need:
-// the first orders in batch order get them; the others are withdrawn and
-// rejected as stock exhausted.
-func (c *Consumer) takeStock(ctx context.Context, tx pgx.Tx, fi []*fastItem, tail *writes) error {
-	type key struct{ activity, sku int64 }
-	bySKU := map[key][]*fastItem{}
-	var keys []key
+// Savepoint statements of takeStockLast.
+const (
+	sqlSavepoint  = "SAVEPOINT stock_last"
+	sqlRollbackSP = "ROLLBACK TO SAVEPOINT stock_last"
+)
+
+// stockGroups lists the undecided new orders per SKU, the SKUs in key order
+// (two batches never wait on each other's rows in opposite order).
+func stockGroups(fi []*fastItem) ([]stockKey, map[stockKey][]*fastItem) {
+	bySKU := map[stockKey][]*fastItem{}
+	var keys []stockKey
 	for _, f := range fi {
 		if f.decided {
 			continue
 		}
-		k := key{f.msg.ActivityID, f.msg.SKUID}
+		k := stockKey{f.msg.ActivityID, f.msg.SKUID}
 		if bySKU[k] == nil {
 			keys = append(keys, k)
 		}
 		bySKU[k] = append(bySKU[k], f)
 	}
-	slices.SortFunc(keys, func(a, b key) int {
+	slices.SortFunc(keys, func(a, b stockKey) int {
 		return cmp.Or(cmp.Compare(a.activity, b.activity), cmp.Compare(a.sku, b.sku))
 	})
+	return keys, bySKU
+}
+
+type stockKey struct{ activity, sku int64 }
+
+// finishInbox adds the inbox rows' outcomes to w.
+func (c *Consumer) finishInbox(fi []*fastItem, w *writes) {
+	for _, f := range fi {
+		if f.fresh {
+			w.add("finishing inbox row", nil, qInboxFinish, c.Group, f.msg.MessageID, f.out.Result, nullable(f.out.OrderID))
+		}
+	}
+}
+
+// takeStockLast writes, after a savepoint, every new order as created and
+// the inbox rows finished, then takes each SKU's units in one update
+// per SKU: one pipeline, the hot row locked from that update to the
+// commit. false (and the savepoint rolled back, the new orders undecided)
+// when a SKU has fewer units left than the batch needs.
+func (c *Consumer) takeStockLast(ctx context.Context, tx pgx.Tx, fi []*fastItem) (bool, error) {
+	keys, bySKU := stockGroups(fi)
+	var w writes
+	w.add("setting a savepoint", nil, sqlSavepoint)
+	for _, k := range keys {
+		for _, f := range bySKU[k] {
+			f.out = c.created(f.msg, f.orderID, &w)
+		}
+	}
+	c.finishInbox(fi, &w)
+	short := false
+	for _, k := range keys {
+		w.add("taking stock", func(tag pgconn.CommandTag) error {
+			short = short || tag.RowsAffected() == 0
+			return nil
+		}, qStockOccupyMany, k.activity, k.sku, len(bySKU[k]))
+	}
+	if err := w.run(ctx, tx); err != nil {
+		return false, err
+	}
+	if short {
+		if _, err := tx.Exec(ctx, sqlRollbackSP); err != nil {
+			return false, fmt.Errorf("rolling back to the savepoint: %w", err)
+		}
+		for _, k := range keys {
+			for _, f := range bySKU[k] {
+				f.out = Outcome{}
+			}
+		}
+		return false, nil
+	}
+	for _, k := range keys {
+		for _, f := range bySKU[k] {
+			f.decided = true
+		}
+	}
+	return true, nil
+}
+
+// takeStock takes, per SKU in key order (two batches never wait on each
+// other's rows in opposite order), the units the batch's new orders need:
+// the first orders in batch order get them; the others are withdrawn and
+// rejected as stock exhausted.
+func (c *Consumer) takeStock(ctx context.Context, tx pgx.Tx, fi []*fastItem, tail *writes) error {
+	keys, bySKU := stockGroups(fi)
 	for _, k := range keys {
 		want := bySKU[k]
 		var left int64

@@ -99,7 +99,14 @@ type Config struct {
 	RequestTTL       time.Duration
 	SendAttempts     int
 	SendTimeout      time.Duration
-	RatePerSecond    int // 0: no limit
+	// SendWorkers, when positive, answers QUEUED as soon as Redis holds the
+	// reservation and sends its message from this many workers (sendq.go);
+	// 0 sends in the request, before the answer. SendQueue bounds the
+	// reservations waiting for a worker (default 64 × SendWorkers); a full
+	// queue sends in the request.
+	SendWorkers   int
+	SendQueue     int
+	RatePerSecond int // 0: no limit
 	// StuckAfter is how long the entry breaker may stay open while Redis and
 	// the broker answer before /healthz reports the process unhealthy (so
 	// that it is restarted): default 60 s.
@@ -137,10 +144,19 @@ type Server struct {
 	// draining: shutdown began; readiness fails so that the Service stops
 	// routing here while the requests already on their way are answered.
 	draining atomic.Bool
+	sendq    *sendQueue // nil: sends in the request
 }
 
 // Drain makes /readyz answer 503 from now on; requests are still served.
 func (s *Server) Drain() { s.draining.Store(true) }
+
+// Close waits until every reservation queued for sending is sent; call it
+// after the HTTP server stopped (a later request sends in the request).
+func (s *Server) Close() {
+	if s.sendq != nil {
+		s.sendq.close()
+	}
+}
 
 type metrics struct {
 	requests    *prometheus.CounterVec
@@ -176,6 +192,12 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	}
 	s.stock = &borrower{redis: rs, hold: cfg.SoldOutHold, max: cfg.MoveMax, moved: s.m.moved, soldOut: map[int64]time.Time{}}
 	reg.MustRegister(s.m.requests, s.m.created, s.m.sendUnknown, s.m.latency, s.m.moved)
+	if cfg.SendWorkers > 0 {
+		if cfg.SendQueue < 1 {
+			s.cfg.SendQueue = 64 * cfg.SendWorkers
+		}
+		s.sendq = newSendQueue(cfg.SendWorkers, s.cfg.SendQueue, s.send)
+	}
 	return s
 }
 
@@ -376,7 +398,9 @@ func (s *Server) doReserve(r *http.Request) answer {
 			return answer{Code: CodeServiceUnavailable, Message: "retry with the same request_id"}
 		}
 		sent = true
-		s.send(r.Context(), rr)
+		if s.sendq == nil || !s.sendq.offer(rr) {
+			s.send(r.Context(), rr)
+		}
 		return answer{Code: CodeQueued, ReservationID: rid.String(), Message: "accepted, the order is being created"}
 	case redisstore.ReserveReplayed:
 		return answer{Code: CodeQueued, ReservationID: res.ReservationID, Status: res.Status}

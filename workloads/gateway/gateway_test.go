@@ -35,6 +35,7 @@ func (failingSender) Send(context.Context, mq.Message) (string, error) {
 }
 
 type fixture struct {
+	g        *gateway.Server
 	srv      *httptest.Server
 	rdb      redis.UniversalClient
 	rs       *redisstore.Store
@@ -74,7 +75,7 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*
 	g := gateway.New(cfg, rs, testenv.Database(t), sender, ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv := httptest.NewServer(conforming(t, g.Handler()))
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot}
+	return &fixture{g: g, srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot}
 }
 
 type reply struct {

@@ -45,6 +45,8 @@ func TestDecideScale(t *testing.T) {
 			in.SinceLastScale = time.Second
 		}, 4, "needs 4"},
 		{"old backlog adds one", func(in *ScaleInput) { in.Backlog = 10; in.OldestAge = 2 * time.Minute }, 3, "needs 3"},
+		{"batching consumers: their committed rate, above 1/p50", func(in *ScaleInput) { in.Rate, in.Backlog = 2000, 240000 }, 4, "1000 orders/s per consumer needs 4"},
+		{"a trickle: 1/p50, above the committed rate", func(in *ScaleInput) { in.Rate, in.Backlog = 20, 12000 }, 2, "100 orders/s per consumer needs 2"},
 		{"no heartbeat yet: assumed rate", func(in *ScaleInput) { in.Live, in.P50, in.Backlog = 0, 0, 6000 }, 2, "50 orders/s per consumer needs 2"},
 		{"from zero replicas", func(in *ScaleInput) { in.Current, in.Backlog = 0, 60000 }, 10, ""},
 	}

@@ -85,7 +85,7 @@ func (c config) validate() error {
 }
 
 func run(ctx context.Context, c config) error {
-	if err := os.MkdirAll(c.out, 0o755); err != nil {
+	if err := os.MkdirAll(c.out, 0o750); err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "seckill-bench-sale")

@@ -9,7 +9,7 @@ WITH candidates AS (
     SELECT event_id
     FROM event_outbox
     WHERE status IN ('PENDING', 'RETRY', 'SENDING')
-      AND (status <> 'SENDING' OR lease_until < clock_timestamp())
+      AND (status IN ('PENDING', 'RETRY') OR lease_until < clock_timestamp())
       AND next_retry_at <= clock_timestamp()
     ORDER BY next_retry_at, created_at
     FOR UPDATE SKIP LOCKED

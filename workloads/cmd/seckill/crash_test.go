@@ -58,17 +58,45 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 			now := time.Now().UnixMilli()
 			msg := events.NewOrderCreateRequested(rid, ids.NewRandom(), ids.NewRandom(), activity, 1, 42, -1, now, now+300000, "t")
 			body, _ := msg.Marshal()
-			_, err = producer.Send(ctx, mq.Message{Topic: "seckill-test-crash-create", MessageID: msg.MessageID.String(),
-				Key: rid.String(), Tag: events.TypeOrderCreateRequested, Body: body})
+			m := mq.Message{Topic: "seckill-test-crash-create", MessageID: msg.MessageID.String(),
+				Key: rid.String(), Tag: events.TypeOrderCreateRequested, Body: body}
+			_, err = producer.Send(ctx, m)
 			require.NoError(t, err)
 
 			// First run: dies at the failpoint (exit 137, like kill -9).
-			crashAt(t, bin, fp, crashOpts{explain: func() string {
+			// Until it does, the message is sent again every 15 s with the
+			// same id, as a producer's retry would: on a loaded machine an
+			// earlier subtest's killed consumer may still hold a long poll
+			// that pops it for a dead client, and such a message comes back
+			// only minutes later. Copies are what the inbox is for: the
+			// checks below count one order, one inbox row, one ledger row.
+			resent := make(chan struct{})
+			resend := func() {
+				tick := time.NewTicker(15 * time.Second)
+				defer tick.Stop()
+				for {
+					select {
+					case <-resent:
+						return
+					case <-tick.C:
+						_, _ = producer.Send(ctx, m)
+					}
+				}
+			}
+			defer func() {
+				select {
+				case <-resent:
+				default:
+					close(resent)
+				}
+			}()
+			crashAt(t, bin, fp, crashOpts{trigger: func() { go resend() }, explain: func() string {
 				var inbox int
 				_ = pool.QueryRow(ctx, `SELECT count(*) FROM consumer_inbox WHERE message_id = $1`, msg.MessageID).Scan(&inbox)
 				return fmt.Sprintf("waited for the consumer to receive message %s (sent at %s) and reach the failpoint; its inbox rows: %d",
 					msg.MessageID, time.UnixMilli(now).Format(time.RFC3339Nano), inbox)
 			}}, args...)
+			close(resent)
 			orders := func() int {
 				var n int
 				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE reservation_id = $1`, rid).Scan(&n))

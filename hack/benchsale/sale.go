@@ -27,6 +27,9 @@ import (
 const (
 	gatewayAddr = "127.0.0.1:28190"
 	pprofAddr   = "127.0.0.1:28199"
+	benchCreate = "seckill-bench-sale-create"
+	benchEvents = "seckill-bench-sale-events"
+	benchCancel = "seckill-bench-sale-cancel"
 	sku         = int64(90001)
 	// Latencies are recorded in microseconds, 1 µs … 10 min, 3 digits.
 	histMax = int64(10 * time.Minute / time.Microsecond)
@@ -112,8 +115,18 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	for range c.consumers {
 		workloads = append(workloads, "consumer")
 	}
+	// The sale's own topics and groups (hack/rocketmq/resources.txt): the
+	// cancel timers of its orders fall due after the run, and on the
+	// production topics they would reach the next sale's canceller.
+	topics := map[string][]string{
+		"gateway":   {"-create-topic", benchCreate},
+		"scanner":   {"-create-topic", benchCreate},
+		"consumer":  {"-create-topic", benchCreate, "-events-topic", benchEvents, "-cancel-topic", benchCancel, "-group", "seckill-bench-sale-consumer"},
+		"relay":     {"-events-topic", benchEvents, "-cancel-topic", benchCancel},
+		"projector": {"-events-topic", benchEvents, "-group", "seckill-bench-sale-projector"},
+	}
 	for _, w := range workloads {
-		args := []string{w}
+		args := append([]string{w}, topics[w]...)
 		env := common
 		if w != "gateway" {
 			args = append(args, "-metrics-addr", "0")

@@ -59,29 +59,40 @@ func TestPgbenchScriptIsTheConsumersTransaction(t *testing.T) {
 	}
 }
 
+// hotSKUConsumer is a consumer on a fresh database whose one SKU has stock
+// for any benchmark.
+func hotSKUConsumer(b *testing.B) *orderstore.Consumer {
+	pool := testenv.Database(b)
+	_, err := pool.Exec(context.Background(), `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, $2, $3, $3)`,
+		activity, sku, int64(1_000_000_000_000))
+	require.NoError(b, err)
+	return &orderstore.Consumer{Pool: pool, Group: "seckill-order-consumer", PaymentWindow: 15 * time.Minute}
+}
+
+// benchMessage is a new reservation's order-create message of user.
+func benchMessage(user int64) orderstore.Item {
+	rid, now := ids.NewRandom(), time.Now()
+	m := events.OrderCreateRequested{SchemaVersion: 1, EventType: events.TypeOrderCreateRequested,
+		MessageID: ids.NewRandom(), MessageKey: rid.String(), RequestID: ids.NewRandom(), ReservationID: rid,
+		ActivityID: activity, SKUID: sku, UserID: user, Bucket: 0, ReservedAt: now, BusinessDeadline: now.Add(time.Hour)}
+	raw, _ := m.Marshal()
+	return orderstore.Item{Msg: m, Raw: raw}
+}
+
 // BenchmarkOrderTransaction is the consumer's transaction on the real
 // PostgreSQL, 32 at a time (hack/bench-order.sh prints it next to pgbench
 // of the same statements).
 func BenchmarkOrderTransaction(b *testing.B) {
-	pool := testenv.Database(b)
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, $2, $3, $3)`,
-		activity, sku, int64(1_000_000_000_000))
-	require.NoError(b, err)
-	c := &orderstore.Consumer{Pool: pool, Group: "seckill-order-consumer", PaymentWindow: 15 * time.Minute}
+	c := hotSKUConsumer(b)
 	var user atomic.Int64
 	b.SetParallelism(16) // × GOMAXPROCS goroutines: 32 on this machine, as pgbench -c 32
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			rid := ids.NewRandom()
-			now := time.Now()
-			m := events.OrderCreateRequested{SchemaVersion: 1, EventType: events.TypeOrderCreateRequested,
-				MessageID: ids.NewRandom(), MessageKey: rid.String(), RequestID: ids.NewRandom(), ReservationID: rid,
-				ActivityID: activity, SKUID: sku, UserID: user.Add(1), Bucket: 0, ReservedAt: now, BusinessDeadline: now.Add(time.Hour)}
-			raw, _ := m.Marshal()
-			out, err := c.Consume(ctx, m, raw)
+			it := benchMessage(user.Add(1))
+			out, err := c.Consume(ctx, it.Msg, it.Raw)
 			if err != nil || out.Result != orderstore.ResultOrderCreated {
 				b.Errorf("consume: %v %+v", err, out)
 				return
@@ -99,12 +110,8 @@ func BenchmarkOrderBatch(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_BATCH")); err == nil && v > 0 {
 		size = v
 	}
-	pool := testenv.Database(b)
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, $2, $3, $3)`,
-		activity, sku, int64(1_000_000_000_000))
-	require.NoError(b, err)
-	c := &orderstore.Consumer{Pool: pool, Group: "seckill-order-consumer", PaymentWindow: 15 * time.Minute}
+	c := hotSKUConsumer(b)
 	var user atomic.Int64
 	next := make(chan int, b.N/size+1)
 	for range b.N / size {
@@ -124,12 +131,7 @@ func BenchmarkOrderBatch(b *testing.B) {
 			for n := range next {
 				items := make([]orderstore.Item, n)
 				for i := range items {
-					rid, now := ids.NewRandom(), time.Now()
-					m := events.OrderCreateRequested{SchemaVersion: 1, EventType: events.TypeOrderCreateRequested,
-						MessageID: ids.NewRandom(), MessageKey: rid.String(), RequestID: ids.NewRandom(), ReservationID: rid,
-						ActivityID: activity, SKUID: sku, UserID: user.Add(1), Bucket: 0, ReservedAt: now, BusinessDeadline: now.Add(time.Hour)}
-					raw, _ := m.Marshal()
-					items[i] = orderstore.Item{Msg: m, Raw: raw}
+					items[i] = benchMessage(user.Add(1))
 				}
 				for _, r := range c.ConsumeBatch(ctx, items) {
 					if r.Err != nil || r.Outcome.Result != orderstore.ResultOrderCreated {

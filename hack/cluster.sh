@@ -192,7 +192,7 @@ network_up() {
   if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link add "$BRIDGE" type bridge
   fi
-  ip addr show dev "$BRIDGE" | grep -q "$NODE_IP/" || ip addr add "$NODE_IP/24" dev "$BRIDGE"
+  ip addr replace "$NODE_IP/24" dev "$BRIDGE"  # idempotent: no check-then-add
   ip link set "$BRIDGE" up
   ip route replace "$SVC_CIDR" dev "$BRIDGE" src "$NODE_IP"
   mkdir -p "$DIR/cni/net.d" "$DIR/cni/ipam"
@@ -376,7 +376,7 @@ EOF
 }
 
 node_ready() {
-  kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -qx True
+  kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -x True >/dev/null
 }
 
 # ------------------------------------------------------------------ commands
@@ -403,7 +403,7 @@ cmd_up() {
   # listens on every address).
   local p fwd=()
   for p in ${STACK_PORTS//,/ }; do
-    ss -Htln "sport = :$p" | awk '{print $4}' | grep -qE '^(\*|0\.0\.0\.0|\[::\]):' || fwd+=("$p")
+    ss -Htln "sport = :$p" | awk '{print $4}' | grep -E '^(\*|0\.0\.0\.0|\[::\]):' >/dev/null || fwd+=("$p")
   done
   if [ ${#fwd[@]} -gt 0 ]; then
     start forward "$BIN/forward" -listen "$NODE_IP" -to 127.0.0.1 -ports "$(IFS=,; echo "${fwd[*]}")"

@@ -164,7 +164,7 @@ redis_up() {
   cluster_form "$nodes" || { log "Redis Cluster did not form: resetting its nodes and forming it again"; cluster_reset; cluster_form "$nodes"; } \
     || die "Redis Cluster did not reach cluster_state:ok (see $STACK_DIR/redis/cluster-*/redis.log)"
   local i=0
-  until redis-cli -p "$REPLICA_PORT" info replication | grep -q 'master_link_status:up'; do
+  until redis-cli -p "$REPLICA_PORT" info replication | grep 'master_link_status:up' >/dev/null; do
     i=$((i + 1)); [ "$i" -le 30 ] || die "Redis replica did not connect to the primary"
     sleep 1
   done
@@ -186,7 +186,7 @@ cluster_form() {
   done
   log "Redis Cluster formed on $CLUSTER_PORT..$((CLUSTER_PORT + 2))"
 }
-cluster_ok() { redis-cli -p "$CLUSTER_PORT" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; }
+cluster_ok() { redis-cli -p "$CLUSTER_PORT" cluster info 2>/dev/null | grep 'cluster_state:ok' >/dev/null; }
 # The stack's cluster holds test data only: a half-formed one is emptied.
 cluster_reset() {
   local i
@@ -218,7 +218,7 @@ CONF
   redis-server "$dir/sentinel.conf" --sentinel
   wait_port "$SENTINEL_PORT" "Redis Sentinel" 20
   local i=0
-  until redis-cli -p "$SENTINEL_PORT" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | grep -q "$REDIS_PORT"; do
+  until redis-cli -p "$SENTINEL_PORT" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | grep "$REDIS_PORT" >/dev/null; do
     i=$((i + 1)); [ "$i" -le 30 ] || die "Redis Sentinel does not know the primary"
     sleep 1
   done

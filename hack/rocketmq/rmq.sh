@@ -64,7 +64,7 @@ common_opts() {
 advertised() {
   local ip
   ip=$(cat "$RUN/advertise" 2>/dev/null || true)
-  if [ -n "$ip" ] && ip -4 -o addr show 2>/dev/null | grep -q " inet $ip/"; then echo "$ip"; else echo 127.0.0.1; fi
+  if [ -n "$ip" ] && ip -4 -o addr show 2>/dev/null | grep " inet $ip/" >/dev/null; then echo "$ip"; else echo 127.0.0.1; fi
 }
 
 render() {
@@ -145,7 +145,7 @@ cmd_start() {
 # once the cluster is known there.
 wait_registered() {
   local deadline=$((SECONDS + START_TIMEOUT))
-  until cmd_admin clusterList 2>/dev/null | grep -q "broker-a"; do
+  until cmd_admin clusterList 2>/dev/null | grep "broker-a" >/dev/null; do
     [ "$SECONDS" -lt "$deadline" ] || die "broker not registered with the name server after ${START_TIMEOUT}s"
     alive proxy || die "proxy exited (see $RUN/proxy.out)"
     sleep 1

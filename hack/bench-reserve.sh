@@ -20,8 +20,13 @@ cli SET "seckill:$tag:window" ACTIVE >/dev/null
 cli SET "seckill:$tag:stock" 1000000000 >/dev/null
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
+# Redis's CPU seconds so far (main and background threads), for its CPU per call.
+redis_cpu() { cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.6f", s}'; }
+
 ceiling=()
+cpu_us=()
 for _ in $(seq "$RUNS"); do
+  before=$(redis_cpu)
   rps=$(redis-benchmark -p "$PORT" -n "$N" -c 32 -r 1000000000 -q \
     EVALSHA "$sha" 8 "seckill:$tag:window" "seckill:$tag:stock" "seckill:$tag:counter" \
     "seckill:$tag:request:__rand_int__" "seckill:$tag:user:__rand_int__" \
@@ -30,10 +35,11 @@ for _ in $(seq "$RUNS"); do
     | tr '\r' '\n' | sed -nE 's/.*: ([0-9.,]+) requests per second.*/\1/p' | tail -1 | tr -d ',')
   [ -n "$rps" ] || { echo "redis-benchmark gave no figure (a script error?)" >&2; exit 1; }
   ceiling+=("$rps")
+  cpu_us+=("$(awk -v a="$before" -v b="$(redis_cpu)" -v n="$N" 'BEGIN {printf "%.2f", (b - a) * 1e6 / n}')")
 done
 
 if [ -n "${CEILING_ONLY:-}" ]; then # bench-sale wants the ceiling alone
-  echo "  ceiling  redis-benchmark EVALSHA, 32 connections : $(printf '%s\n' "${ceiling[@]}" | median) calls/s"
+  echo "  ceiling  redis-benchmark EVALSHA, 32 connections : $(printf '%s\n' "${ceiling[@]}" | median) calls/s, $(printf '%s\n' "${cpu_us[@]}" | median) µs of Redis CPU per call"
   cli --scan --pattern "seckill:$tag:*" | xargs -r -n 500 redis-cli -p "$PORT" DEL >/dev/null
   exit 0
 fi
@@ -52,6 +58,6 @@ cli --scan --pattern "seckill:$tag:*" | xargs -r -n 500 redis-cli -p "$PORT" DEL
 c=$(printf '%s\n' "${ceiling[@]}" | median)
 o=$(printf '%s\n' "${ours[@]}" | median)
 echo "reserve.lua, $RUNS runs of $N calls each (median)"
-echo "  ceiling  redis-benchmark EVALSHA, 32 connections : ${c} calls/s   (runs: ${ceiling[*]})"
+echo "  ceiling  redis-benchmark EVALSHA, 32 connections : ${c} calls/s   (runs: ${ceiling[*]}; Redis CPU per call µs: ${cpu_us[*]})"
 echo "  ours     Go store.Reserve, parallel goroutines   : ${o} calls/s   (runs: ${ours[*]})"
 awk -v o="$o" -v c="$c" 'BEGIN { printf "  ratio    %.0f%% of the ceiling\n", 100 * o / c }'

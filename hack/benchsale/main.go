@@ -29,24 +29,28 @@ import (
 )
 
 type config struct {
-	rate      int
-	requests  int
-	stock     int64
-	buckets   int
-	consumers int
-	runs      int
-	out       string
-	ceilings  bool
-	profile   bool
-	bin       string
-	timeout   time.Duration
-	evalshaN  int // redis-benchmark calls per ceiling
-	pgbenchN  int // pgbench transactions per ceiling
+	rate        int
+	concurrency int // clients of the closed loop at -rate 0
+	gatewayArgs string
+	requests    int
+	stock       int64
+	buckets     int
+	consumers   int
+	runs        int
+	out         string
+	ceilings    bool
+	profile     bool
+	bin         string
+	timeout     time.Duration
+	evalshaN    int // redis-benchmark calls per ceiling
+	pgbenchN    int // pgbench transactions per ceiling
 }
 
 func main() {
 	var c config
-	flag.IntVar(&c.rate, "rate", 1000, "reservations offered per second (open loop)")
+	flag.IntVar(&c.rate, "rate", 1000, "reservations offered per second (open loop); 0: as fast as -concurrency clients are answered (the gateway's saturation)")
+	flag.IntVar(&c.concurrency, "concurrency", 64, "clients of the closed loop at -rate 0")
+	flag.StringVar(&c.gatewayArgs, "gateway-args", "", "more flags for the gateway, space-separated (e.g. \"-reserve-lanes 0\", to compare)")
 	flag.IntVar(&c.requests, "requests", 100000, "reservations offered in all, each by a new user")
 	flag.Int64Var(&c.stock, "stock", 10000, "units of the one SKU")
 	flag.IntVar(&c.buckets, "buckets", 4, "Redis stock buckets of the SKU")
@@ -72,8 +76,10 @@ func main() {
 
 func (c config) validate() error {
 	switch {
-	case c.rate <= 0 || c.requests <= 0 || c.stock <= 0:
-		return errors.New("-rate, -requests and -stock must be positive")
+	case c.rate < 0 || c.requests <= 0 || c.stock <= 0:
+		return errors.New("-rate must not be negative, -requests and -stock must be positive")
+	case c.rate == 0 && (c.concurrency < 1 || c.concurrency > 4096):
+		return errors.New("-concurrency must be 1 … 4096")
 	case c.buckets < 1 || c.buckets > 64:
 		return errors.New("-buckets must be 1 … 64")
 	case c.consumers < 1 || c.consumers > 16:
@@ -146,9 +152,15 @@ func run(ctx context.Context, c config) error {
 	return nil
 }
 
-type ceilings struct{ evalsha, pgbench float64 }
+type ceilings struct {
+	evalsha, pgbench float64
+	evalshaCPU       time.Duration // Redis's CPU per EVALSHA under redis-benchmark
+}
 
-var ceilingLine = regexp.MustCompile(`ceiling .*: ([0-9.]+) (calls|tx)/s`)
+var (
+	ceilingLine  = regexp.MustCompile(`ceiling .*: ([0-9.]+) (calls|tx)/s`)
+	redisCPULine = regexp.MustCompile(`([0-9.]+) µs of Redis CPU per call`)
+)
 
 // measureCeilings runs the two ceiling halves of make bench's scripts, once.
 func measureCeilings(cfg config) (ceilings, error) {
@@ -168,6 +180,14 @@ func measureCeilings(cfg config) (ceilings, error) {
 			return c, fmt.Errorf("%s printed no ceiling:\n%s", s.script, out)
 		}
 		*s.into, _ = strconv.ParseFloat(string(m[1]), 64)
+		if s.script == "bench-reserve.sh" {
+			m := redisCPULine.FindSubmatch(out)
+			if m == nil {
+				return c, fmt.Errorf("%s printed no Redis CPU per call:\n%s", s.script, out)
+			}
+			us, _ := strconv.ParseFloat(string(m[1]), 64)
+			c.evalshaCPU = time.Duration(us * float64(time.Microsecond))
+		}
 	}
 	return c, nil
 }

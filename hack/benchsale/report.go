@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"gonum.org/v1/plot"
@@ -26,8 +27,12 @@ func ms(h *hdr.Histogram, q float64) float64 {
 // median.
 func renderTable(c config, rs []*saleResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nbench-sale: one SKU of %d units in %d buckets; %d reservations, each by a new user, offered at %d/s open loop; %d order consumers\n",
-		c.stock, c.buckets, c.requests, c.rate, c.consumers)
+	offered := fmt.Sprintf("offered at %d/s open loop", c.rate)
+	if c.rate == 0 {
+		offered = fmt.Sprintf("sent by %d clients each sending when answered (the gateway's saturation)", c.concurrency)
+	}
+	fmt.Fprintf(&b, "\nbench-sale: one SKU of %d units in %d buckets; %d reservations, each by a new user, %s; %d order consumers\n",
+		c.stock, c.buckets, c.requests, offered, c.consumers)
 	fmt.Fprintf(&b, "%-46s", "")
 	for i := range rs {
 		fmt.Fprintf(&b, "%11s", fmt.Sprintf("run %d", i+1))
@@ -69,6 +74,21 @@ func renderTable(c config, rs []*saleResult) string {
 		})
 		row("orders/s ÷ pgbench ceiling", "%.2f", func(r *saleResult) float64 {
 			return float64(r.orders) / r.settled.Seconds() / r.ceilings.pgbench
+		})
+	}
+	// Per core: what each would do with a core to itself, from the CPU time
+	// it used — the whole stack and the load generator share this machine.
+	perReq := func(d time.Duration, r *saleResult) float64 {
+		return float64(d.Microseconds()) / float64(max(1, r.answered))
+	}
+	row("gateway CPU per answered request (µs)", "%.1f", func(r *saleResult) float64 { return perReq(r.gatewayCPU, r) })
+	row("Redis CPU per answered request (µs)", "%.1f", func(r *saleResult) float64 { return perReq(r.redisCPU, r) })
+	if rs[0].ceilings.evalshaCPU > 0 {
+		row("Redis CPU per EVALSHA, redis-benchmark (µs)", "%.1f", func(r *saleResult) float64 {
+			return float64(r.ceilings.evalshaCPU.Nanoseconds()) / 1e3
+		})
+		row("gateway req/s per core ÷ EVALSHA/s per core", "%.2f", func(r *saleResult) float64 {
+			return float64(r.ceilings.evalshaCPU.Nanoseconds()) / 1e3 / max(0.001, perReq(r.gatewayCPU, r))
 		})
 	}
 	codes := map[string]bool{}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,8 @@ type saleResult struct {
 	failed            []string
 	checks            []check
 	ceilings          ceilings
+	gatewayCPU        time.Duration // the gateway's CPU time during the load
+	redisCPU          time.Duration // Redis's CPU time during the load
 }
 
 type check struct {
@@ -119,7 +122,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	// cancel timers of its orders fall due after the run, and on the
 	// production topics they would reach the next sale's canceller.
 	topics := map[string][]string{
-		"gateway":   {"-create-topic", benchCreate},
+		"gateway":   append([]string{"-create-topic", benchCreate}, strings.Fields(c.gatewayArgs)...),
 		"scanner":   {"-create-topic", benchCreate},
 		"consumer":  {"-create-topic", benchCreate, "-events-topic", benchEvents, "-cancel-topic", benchCancel, "-group", "seckill-bench-sale-consumer"},
 		"relay":     {"-events-topic", benchEvents, "-cancel-topic", benchCancel},
@@ -152,8 +155,18 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 			Header: http.Header{"Authorization": {"Bearer " + gateway.SignToken(user, []byte(tokenKey), exp)},
 				"Content-Type": {"application/json"}}}
 	}
+	// Open loop at -rate; at -rate 0 a closed loop of -concurrency clients,
+	// each sending its next request when the last is answered: the gateway's
+	// saturation throughput.
+	var pacer vegeta.Pacer = vegeta.Rate{Freq: c.rate, Per: time.Second}
+	workers, maxWorkers := uint64(64), uint64(4096)
+	dur := time.Duration(float64(c.requests) / float64(max(1, c.rate)) * float64(time.Second))
+	if c.rate == 0 {
+		pacer, dur = countPacer(c.requests), 0
+		workers, maxWorkers = uint64(c.concurrency), uint64(c.concurrency)
+	}
 	attacker := vegeta.NewAttacker(vegeta.Timeout(30*time.Second), vegeta.KeepAlive(true),
-		vegeta.Workers(64), vegeta.MaxWorkers(4096), vegeta.Connections(1024), vegeta.MaxBody(4096))
+		vegeta.Workers(workers), vegeta.MaxWorkers(maxWorkers), vegeta.Connections(1024), vegeta.MaxBody(4096))
 
 	r := &saleResult{codes: map[string]int{}, reserve: newHist(), toOrder: newHist()}
 	var queued atomic.Int64
@@ -179,17 +192,24 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 			}
 		}
 	}()
-	dur := time.Duration(float64(c.requests) / float64(c.rate) * float64(time.Second))
 	profiled := make(chan error, 1)
 	if c.profile { // the gateway's CPU, from a third into the load
-		go func() { profiled <- profileGateway(ctx, dur/3, min(10*time.Second, max(time.Second, dur/3)), profPath) }()
+		wait, length := dur/3, min(10*time.Second, max(time.Second, dur/3))
+		if c.rate == 0 { // the length is not known: the sold-out phase, mostly
+			wait, length = 2*time.Second, 8*time.Second
+		}
+		go func() { profiled <- profileGateway(ctx, wait, length, profPath) }()
 	} else {
 		profiled <- nil
+	}
+	cpu0, err := loadCPU(ctx, procs.Pid("gateway"), rdb)
+	if err != nil {
+		return nil, err
 	}
 	var answer struct {
 		Code string `json:"code"`
 	}
-	for res := range attacker.Attack(vegeta.NewStaticTargeter(targets...), vegeta.Rate{Freq: c.rate, Per: time.Second}, dur, "sale") {
+	for res := range attacker.Attack(vegeta.NewStaticTargeter(targets...), pacer, dur, "sale") {
 		r.offered++
 		s := r.at(int(res.Timestamp.Sub(start) / time.Second))
 		s.offered++
@@ -213,6 +233,11 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		}
 	}
 	r.loadTook = time.Since(start)
+	cpu1, err := loadCPU(ctx, procs.Pid("gateway"), rdb)
+	if err != nil {
+		return nil, err
+	}
+	r.gatewayCPU, r.redisCPU = cpu1.gateway-cpu0.gateway, cpu1.redis-cpu0.redis
 	if err := <-profiled; err != nil {
 		return nil, err
 	}
@@ -347,4 +372,40 @@ func profileGateway(ctx context.Context, wait, length time.Duration, path string
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return err
+}
+
+// countPacer sends n requests as fast as the workers take them.
+type countPacer int
+
+func (p countPacer) Pace(_ time.Duration, hits uint64) (time.Duration, bool) {
+	return 0, hits >= uint64(p)
+}
+
+func (p countPacer) Rate(time.Duration) float64 { return 0 }
+
+type cpuSample struct{ gateway, redis time.Duration }
+
+// loadCPU reads the CPU time the gateway process and the Redis server have
+// used so far (Redis: INFO cpu, its main and background threads).
+func loadCPU(ctx context.Context, gatewayPid int, rdb *redis.Client) (cpuSample, error) {
+	var s cpuSample
+	var err error
+	if s.gateway, err = salekit.CPU(gatewayPid); err != nil {
+		return s, fmt.Errorf("the gateway's CPU: %w", err)
+	}
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return s, fmt.Errorf("redis INFO cpu: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return s, fmt.Errorf("redis INFO cpu %s=%q: %w", k, v, err)
+			}
+			s.redis += time.Duration(f * float64(time.Second))
+		}
+	}
+	return s, nil
 }

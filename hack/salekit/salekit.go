@@ -4,6 +4,7 @@
 package salekit
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill-operator/workloads/stackenv"
@@ -53,7 +56,10 @@ func Cmd(bin string, env []string, args ...string) *exec.Cmd {
 }
 
 // Processes are workloads started for one sale.
-type Processes struct{ cmds []*exec.Cmd }
+type Processes struct {
+	cmds  []*exec.Cmd
+	names []string
+}
 
 // Start starts one workload writing to log.
 func (p *Processes) Start(bin string, env []string, log io.Writer, args ...string) error {
@@ -63,7 +69,42 @@ func (p *Processes) Start(bin string, env []string, log io.Writer, args ...strin
 		return fmt.Errorf("starting %s: %w", args[0], err)
 	}
 	p.cmds = append(p.cmds, c)
+	p.names = append(p.names, args[0])
 	return nil
+}
+
+// Pid is the process id of the first workload started as name, 0 if none.
+func (p *Processes) Pid(name string) int {
+	for i, n := range p.names {
+		if n == name {
+			return p.cmds[i].Process.Pid
+		}
+	}
+	return 0
+}
+
+// CPU is the user+system CPU time a running process has used so far
+// (/proc/PID/stat, in clock ticks of 10 ms).
+func CPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // Stop interrupts every process (they finish their work in hand) and waits.
@@ -74,7 +115,7 @@ func (p *Processes) Stop() {
 	for _, c := range p.cmds {
 		_ = c.Wait()
 	}
-	p.cmds = nil
+	p.cmds, p.names = nil, nil
 }
 
 // WaitHTTP waits up to 10 s for url to answer 200.

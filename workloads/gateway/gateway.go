@@ -122,6 +122,11 @@ type Config struct {
 	// BrokerReachable, when set, tells /healthz whether the broker answers
 	// (e.g. a TCP connect to its endpoint).
 	BrokerReachable func(context.Context) error
+	// ReserveLanes, when > 0, sends concurrent reservations to Redis in
+	// pipelines of at most ReserveBatch (default 64), this many at a time
+	// (redisstore.ReserveBatcher); 0 runs each reservation on its own.
+	ReserveLanes int
+	ReserveBatch int
 	// Failpoint, when set, is called at after_redis_reserve and
 	// after_mq_send_before_redis_mark (seed §13.3; test builds only).
 	Failpoint func(name string) error
@@ -145,6 +150,13 @@ type Server struct {
 	// routing here while the requests already on their way are answered.
 	draining atomic.Bool
 	sendq    *sendQueue // nil: sends in the request
+	reserver reserver   // the store, or its batcher
+	batcher  *redisstore.ReserveBatcher
+}
+
+// reserver runs the reserve script: the store itself or its batcher.
+type reserver interface {
+	Reserve(ctx context.Context, r redisstore.ReserveRequest) (redisstore.ReserveResult, error)
 }
 
 // Drain makes /readyz answer 503 from now on; requests are still served.
@@ -155,6 +167,9 @@ func (s *Server) Drain() { s.draining.Store(true) }
 func (s *Server) Close() {
 	if s.sendq != nil {
 		s.sendq.close()
+	}
+	if s.batcher != nil {
+		s.batcher.Close()
 	}
 }
 
@@ -192,6 +207,17 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	}
 	s.stock = &borrower{redis: rs, hold: cfg.SoldOutHold, max: cfg.MoveMax, moved: s.m.moved, soldOut: map[int64]time.Time{}}
 	reg.MustRegister(s.m.requests, s.m.created, s.m.sendUnknown, s.m.latency, s.m.moved)
+	s.reserver = rs
+	if cfg.ReserveLanes > 0 {
+		if cfg.ReserveBatch < 1 {
+			s.cfg.ReserveBatch = 64
+		}
+		s.batcher = redisstore.NewReserveBatcher(rs, cfg.ReserveLanes, s.cfg.ReserveBatch)
+		s.reserver = s.batcher
+		b := s.batcher
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_reserve_round_trips_total",
+			Help: "Round trips to Redis carrying reservations (a pipeline is one)."}, func() float64 { n, _ := b.Stats(); return float64(n) }))
+	}
 	if cfg.SendWorkers > 0 {
 		if cfg.SendQueue < 1 {
 			s.cfg.SendQueue = 64 * cfg.SendWorkers
@@ -361,7 +387,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 	rr := redisstore.ReserveRequest{Slot: slot, ReservationID: rid, MessageID: mid, RequestID: req.RequestID, UserID: user,
 		Now: now, BusinessDeadline: now.Add(s.cfg.BusinessDeadline), SendDue: now.Add(s.cfg.SendGrace),
 		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(), TraceID: r.Header.Get("X-Trace-ID")}
-	res, err := s.redis.Reserve(r.Context(), rr)
+	res, err := s.reserver.Reserve(r.Context(), rr)
 	// The user's bucket is empty: stock moves to it from a sibling that has
 	// some and the reservation is tried again, so SOLD_OUT means the SKU is
 	// sold out, not this bucket. Each retry follows a move of at least one
@@ -377,7 +403,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 		if moved < 0 {
 			break // held as sold out
 		}
-		res, err = s.redis.Reserve(r.Context(), rr)
+		res, err = s.reserver.Reserve(r.Context(), rr)
 		if moved == 0 {
 			if err == nil && res.Code == redisstore.ReserveSoldOut {
 				s.stock.soldOutAt(sku, now)

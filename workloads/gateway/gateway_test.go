@@ -304,59 +304,68 @@ func TestStatusOfABucketedSKU(t *testing.T) {
 // SKU — the empty bucket borrows from its siblings — and SOLD_OUT is
 // answered only once the whole SKU is sold; every bucket conserves stock
 // and nothing stays in transit.
+// Reservations one round trip each, and batched into pipelines
+// (ReserveLanes): the same answers, the same stock.
 func TestSkewedBuyersSellEveryUnit(t *testing.T) {
-	const perBucket, buyers = 10, 60 // 40 units in four buckets
-	f := newFixture(t, perBucket, nil)
-	path := "/v1/activities/" + formatInt(f.activity) + "/skus/8/reservations"
-	var users []int64
-	for u := int64(1); len(users) < buyers; u++ {
-		if redisstore.BucketFor(u, 4) == 0 {
-			users = append(users, u)
-		}
-	}
-	work := make(chan int64)
-	var mu sync.Mutex
-	codes := map[string]int{}
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for u := range work {
-				r := f.post(t, path, bearer(u), body(ids.NewRandom()))
-				mu.Lock()
-				codes[r.Code]++
-				mu.Unlock()
+	for name, tune := range map[string]func(*gateway.Config){
+		"one round trip each": func(*gateway.Config) {},
+		"batched":             func(c *gateway.Config) { c.ReserveLanes, c.ReserveBatch = 2, 8 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			const perBucket, buyers = 10, 60 // 40 units in four buckets
+			f := newFixture(t, perBucket, nil, tune)
+			path := "/v1/activities/" + formatInt(f.activity) + "/skus/8/reservations"
+			var users []int64
+			for u := int64(1); len(users) < buyers; u++ {
+				if redisstore.BucketFor(u, 4) == 0 {
+					users = append(users, u)
+				}
 			}
-		}()
-	}
-	for _, u := range users {
-		work <- u
-	}
-	close(work)
-	wg.Wait()
-	require.Equal(t, map[string]int{gateway.CodeQueued: 4 * perBucket, gateway.CodeSoldOut: buyers - 4*perBucket}, codes)
+			work := make(chan int64)
+			var mu sync.Mutex
+			codes := map[string]int{}
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for u := range work {
+						r := f.post(t, path, bearer(u), body(ids.NewRandom()))
+						mu.Lock()
+						codes[r.Code]++
+						mu.Unlock()
+					}
+				}()
+			}
+			for _, u := range users {
+				work <- u
+			}
+			close(work)
+			wg.Wait()
+			require.Equal(t, map[string]int{gateway.CodeQueued: 4 * perBucket, gateway.CodeSoldOut: buyers - 4*perBucket}, codes)
 
-	var total redisstore.Counters
-	for _, sl := range redisstore.Slots(f.activity, 8, 4) {
-		c, err := f.rs.ReadCounters(context.Background(), sl)
-		require.NoError(t, err)
-		require.Zero(t, c.Delta(), "bucket %d conserves stock: %+v", sl.Bucket, c)
-		total = total.Add(c)
-	}
-	require.Zero(t, total.Available, "every unit sold")
-	require.Zero(t, total.InTransit(), "no move left half done")
-	require.Equal(t, int64(4*perBucket), total.OpenReserved)
-	require.Equal(t, int64(4*perBucket), total.Initial)
+			var total redisstore.Counters
+			for _, sl := range redisstore.Slots(f.activity, 8, 4) {
+				c, err := f.rs.ReadCounters(context.Background(), sl)
+				require.NoError(t, err)
+				require.Zero(t, c.Delta(), "bucket %d conserves stock: %+v", sl.Bucket, c)
+				total = total.Add(c)
+			}
+			require.Zero(t, total.Available, "every unit sold")
+			require.Zero(t, total.InTransit(), "no move left half done")
+			require.Equal(t, int64(4*perBucket), total.OpenReserved)
+			require.Equal(t, int64(4*perBucket), total.Initial)
 
-	// A buyer of an emptied sibling bucket is told SOLD_OUT too.
-	var other int64
-	for u := int64(1); other == 0; u++ {
-		if redisstore.BucketFor(u, 4) == 2 {
-			other = u
-		}
+			// A buyer of an emptied sibling bucket is told SOLD_OUT too.
+			var other int64
+			for u := int64(1); other == 0; u++ {
+				if redisstore.BucketFor(u, 4) == 2 {
+					other = u
+				}
+			}
+			require.Equal(t, gateway.CodeSoldOut, f.post(t, path, bearer(other), body(ids.NewRandom())).Code)
+		})
 	}
-	require.Equal(t, gateway.CodeSoldOut, f.post(t, path, bearer(other), body(ids.NewRandom())).Code)
 }
 
 // A unit given back to one bucket after the SKU was held as sold out is

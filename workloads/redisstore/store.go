@@ -100,14 +100,22 @@ const (
 
 // Reserve runs reserve.lua.
 func (s *Store) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error) {
+	keys, args := reserveArgs(r)
+	return reserveResult(scriptReserve.Run(ctx, s.c, keys, args...).Result())
+}
+
+func reserveArgs(r ReserveRequest) (keys []string, args []any) {
 	sl := r.Slot
-	keys := []string{sl.Window(), sl.Stock(), sl.Counter(), sl.Request(r.UserID, r.RequestID),
+	keys = []string{sl.Window(), sl.Stock(), sl.Counter(), sl.Request(r.UserID, r.RequestID),
 		sl.User(r.UserID), sl.Reservation(r.ReservationID), sl.SendDue(), sl.Open()}
-	v, err := scriptReserve.Run(ctx, s.c, keys,
-		r.ReservationID.String(), r.MessageID.String(), r.RequestID.String(),
+	args = []any{r.ReservationID.String(), r.MessageID.String(), r.RequestID.String(),
 		sl.ActivityID, sl.SKUID, r.UserID, sl.Bucket,
 		ms(r.Now), ms(r.BusinessDeadline), ms(r.SendDue), r.RequestTTL.Milliseconds(),
-		r.SchemaVersion, int(r.KeyVersion), r.TraceID).Result()
+		r.SchemaVersion, int(r.KeyVersion), r.TraceID}
+	return keys, args
+}
+
+func reserveResult(v any, err error) (ReserveResult, error) {
 	res, arr, err := result(v, err)
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("running reserve script: %w", err)

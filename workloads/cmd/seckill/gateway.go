@@ -30,6 +30,7 @@ func runGateway(ctx context.Context, args []string) error {
 	rate := fs.Int("rate", 0, "requests per second this gateway admits (0: unlimited)")
 	sendWorkers := fs.Int("send-workers", 32, "workers sending order-create messages after the answer (0: send in the request, before answering)")
 	sendQueue := fs.Int("send-queue", 0, "reservations waiting for a send worker before requests send themselves (0: 64 × -send-workers)")
+	reserveLanes := fs.Int("reserve-lanes", 4, "concurrent pipelines carrying reservations to Redis: requests arriving together share a round trip (0: one round trip per request)")
 	drainDelay := fs.Duration("drain-delay", 0, "on SIGTERM, keep serving this long with /readyz failing before the listener closes, so that the Service stops routing here first (pods: 5s)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -46,6 +47,9 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	if *sendWorkers < 0 || *sendWorkers > 1024 || *sendQueue < 0 || *sendQueue > 1<<20 {
 		errs = append(errs, errors.New("-send-workers must be within [0, 1024], -send-queue within [0, 1048576]"))
+	}
+	if *reserveLanes < 0 || *reserveLanes > 256 {
+		errs = append(errs, errors.New("-reserve-lanes must be within [0, 256]"))
 	}
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
@@ -73,7 +77,7 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, TokenKey: []byte(*tokenKey),
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
-		SendAttempts: 2, SendTimeout: time.Second, SendWorkers: *sendWorkers, SendQueue: *sendQueue, RatePerSecond: *rate, Failpoint: failpoint,
+		SendAttempts: 2, SendTimeout: time.Second, SendWorkers: *sendWorkers, SendQueue: *sendQueue, ReserveLanes: *reserveLanes, RatePerSecond: *rate, Failpoint: failpoint,
 		BrokerReachable: func(ctx context.Context) error { return mq.Reachable(ctx, c.RMQEndpoint) }}, redisstore.New(rdb), pool, prod, ring, log)
 	go g.SettleMoves(ctx, 5*time.Second)
 	srv := &http.Server{Addr: *addr, Handler: g.Handler(), ReadHeaderTimeout: 5 * time.Second}

@@ -195,9 +195,15 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		id      int64
 		stock   int64
 		buckets int
-	}{{90001, 100, 4}, {90002, 20, 1}} {
+		price   int64
+	}{{90001, 100, 4, 19900}, {90002, 20, 1, 4900}} {
 		initial, available := s.pgInventory(sku.id)
 		require.Equal(t, []int64{sku.stock, sku.stock}, []int64{initial, available})
+		var price int64
+		var currency string
+		require.NoError(t, s.pool.QueryRow(testCtx, `SELECT price_cents, currency FROM sku_inventory WHERE activity_id = $1 AND sku_id = $2`,
+			s.activity, sku.id).Scan(&price, &currency))
+		require.Equal(t, []any{sku.price, "CNY"}, []any{price, currency}, "the manifest's price, which orders copy")
 		sum, windows := s.redisStock(sku.id, sku.buckets)
 		require.Equal(t, sku.stock, sum)
 		require.True(t, allSame(windows, redisstore.WindowActive), "%v", windows)

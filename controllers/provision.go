@@ -15,9 +15,18 @@ import (
 func skusOf(act *seckillv1alpha1.SeckillActivity) []control.SKU {
 	out := make([]control.SKU, 0, len(act.Spec.SKUs))
 	for _, s := range act.Spec.SKUs {
-		out = append(out, control.SKU{ID: s.ID, Stock: s.Stock, Buckets: int(max(s.Buckets, 1))})
+		out = append(out, control.SKU{ID: s.ID, Stock: s.Stock, Buckets: int(max(s.Buckets, 1)),
+			PriceCents: s.PriceCents, Currency: currencyOf(act)})
 	}
 	return out
+}
+
+// currencyOf is the activity's currency (the CRD's default when unset).
+func currencyOf(act *seckillv1alpha1.SeckillActivity) string {
+	if act.Spec.Currency == "" {
+		return "CNY"
+	}
+	return act.Spec.Currency
 }
 
 // provision applies the manifest's stock to PostgreSQL and every Redis

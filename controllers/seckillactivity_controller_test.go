@@ -69,6 +69,9 @@ func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
 		{"no SKUs", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs = nil }, "spec.skus"},
 		{"duplicate SKU ids", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[1].ID = a.Spec.SKUs[0].ID }, "spec.skus[1]"},
 		{"too many buckets", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[0].Buckets = 65 }, "spec.skus[0].buckets"},
+		{"no price", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[0].PriceCents = 0 }, "spec.skus[0].priceCents"},
+		{"negative price", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[1].PriceCents = -5 }, "spec.skus[1].priceCents"},
+		{"currency not ISO 4217", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Currency = "euro" }, "spec.currency"},
 		{"min above max", func(a *seckillv1alpha1.SeckillActivity) {
 			a.Spec.Scaling.MinConsumers, a.Spec.Scaling.MaxConsumers = 5, 2
 		}, "scaling.maxConsumers must be at least scaling.minConsumers"},

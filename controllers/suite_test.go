@@ -94,7 +94,7 @@ func validActivity(name string) *seckillv1alpha1.SeckillActivity {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{AnnotationSkipArchive: "true"}},
 		Spec: seckillv1alpha1.SeckillActivitySpec{
 			ActivityID: 1001,
-			SKUs:       []seckillv1alpha1.SKUSpec{{ID: 90001, Stock: 100, Buckets: 4}, {ID: 90002, Stock: 20}},
+			SKUs:       []seckillv1alpha1.SKUSpec{{ID: 90001, Stock: 100, Buckets: 4, PriceCents: 19900}, {ID: 90002, Stock: 20, PriceCents: 4900}},
 			Schedule:   seckillv1alpha1.Schedule{Start: start, End: metav1.NewTime(start.Add(time.Hour))},
 			Connections: seckillv1alpha1.Connections{
 				PostgresDSNSecret:      sel("pg-dsn"),

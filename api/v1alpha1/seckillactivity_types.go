@@ -22,6 +22,12 @@ type SKUSpec struct {
 	// +kubebuilder:validation:Maximum=64
 	// +optional
 	Buckets int32 `json:"buckets,omitempty"`
+	// PriceCents is what one unit costs, in the minor unit of the activity's
+	// currency. Every order of the SKU carries it, and a payment callback
+	// whose amount differs is quarantined and pays nothing.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000000000
+	PriceCents int64 `json:"priceCents"`
 }
 
 // Schedule is when the sale is open.
@@ -160,6 +166,11 @@ type SeckillActivitySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="activityID is immutable"
 	ActivityID int64 `json:"activityID"`
+	// Currency of the SKUs' prices (ISO 4217), which a payment must match.
+	// +kubebuilder:default="CNY"
+	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
+	// +optional
+	Currency string `json:"currency,omitempty"`
 	// SKUs on sale.
 	// +listType=map
 	// +listMapKey=id

@@ -87,7 +87,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		fmt.Sprintf("SECKILL_SKUS=%d:%d", sku, c.buckets), "SECKILL_ID_KEYS=1:" + salekit.RandomHex(32),
 		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + gatewayAddr,
 	}
-	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, c.stock)},
+	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, c.stock), "-price", fmt.Sprintf("%d=9900", sku)},
 		{"activity", "window", "-state", "ACTIVE", "-payment-window", "1h"}} {
 		if out, err := salekit.Cmd(bin, common, args...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("seckill %s %s: %w\n%s", args[0], args[1], err, out)

@@ -85,7 +85,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	// Provision and open the sale with the same store operations the
 	// operator makes (seckill activity provision / window).
 	stockFlag := fmt.Sprintf("90001=%d,90002=%d", pgStock, pgStock)
-	for _, args := range [][]string{{"activity", "provision", "-stock", stockFlag},
+	for _, args := range [][]string{{"activity", "provision", "-stock", stockFlag, "-price", "90001=19900,90002=4900", "-currency", "CNY"},
 		{"activity", "window", "-state", "ACTIVE", "-payment-window", paymentWindow.String()}} {
 		out, err := salekit.Cmd(bin, common, args...).CombinedOutput()
 		if err != nil {
@@ -274,18 +274,20 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 
 	// Payments: three buyers in five pay, at some point within 1.5 payment
 	// windows — the late ones find the payment closed by the timeout cancel.
-	rows, err := pool.Query(ctx, `SELECT order_id, user_id FROM orders WHERE activity_id = $1`, activity)
+	rows, err := pool.Query(ctx, `SELECT order_id, user_id, amount_cents, currency FROM orders WHERE activity_id = $1`, activity)
 	if err != nil {
 		return err
 	}
 	type ord struct {
-		id   uuid.UUID
-		user int64
+		id       uuid.UUID
+		user     int64
+		amount   int64 // what the merchant asks the channel to charge
+		currency string
 	}
 	var orders []ord
 	for rows.Next() {
 		var o ord
-		if err := rows.Scan(&o.id, &o.user); err != nil {
+		if err := rows.Scan(&o.id, &o.user, &o.amount, &o.currency); err != nil {
 			return err
 		}
 		orders = append(orders, o)
@@ -301,7 +303,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		go func(o ord) {
 			defer pwg.Done()
 			time.Sleep(time.Duration(o.user%7) * paymentWindow * 3 / 14) // 0 … 1.3 windows
-			_, err := channel.Pay(ctx, o.id)
+			_, err := channel.Pay(ctx, o.id, o.amount, o.currency)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

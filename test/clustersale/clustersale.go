@@ -46,6 +46,9 @@ import (
 )
 
 // NodeIP is the node's bridge address, where pods reach the stack.
+// clusterPriceCents is the price of the sale's one SKU (every order carries it).
+const clusterPriceCents = 9900
+
 const NodeIP = "10.244.0.1"
 
 // LabelDemo marks the namespaces a run creates, so that a later run can
@@ -317,7 +320,7 @@ func (r *run) apply(ctx context.Context) error {
 	r.act = &seckillv1alpha1.SeckillActivity{ObjectMeta: metav1.ObjectMeta{Name: "flash-sale", Namespace: ns.Name},
 		Spec: seckillv1alpha1.SeckillActivitySpec{
 			ActivityID: activity,
-			SKUs:       []seckillv1alpha1.SKUSpec{{ID: 1, Stock: int64(r.o.Stock), Buckets: 2}},
+			SKUs:       []seckillv1alpha1.SKUSpec{{ID: 1, Stock: int64(r.o.Stock), Buckets: 2, PriceCents: clusterPriceCents}},
 			// The end is far; the run brings it forward with kubectl patch.
 			Schedule: seckillv1alpha1.Schedule{Start: metav1.NewTime(start), End: metav1.NewTime(start.Add(30 * time.Minute))},
 			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"),

@@ -157,7 +157,7 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 	if paid != nil {
 		// The channel has a success: it wins (CANCEL_PENDING → PAID).
 		if _, err := c.Payments.Apply(ctx, payment.Callback{Provider: c.Channel.Name(), TransactionID: paid.TransactionID,
-			OrderID: order, AmountCents: paid.AmountCents, PaidAt: paid.At}); err != nil {
+			OrderID: order, AmountCents: paid.AmountCents, Currency: paid.Currency, PaidAt: paid.At}); err != nil {
 			return Outcome{}, fmt.Errorf("applying the channel's payment of order %s: %w", order, err)
 		}
 		return Outcome{Result: PaidInstead}, nil

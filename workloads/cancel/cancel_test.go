@@ -28,7 +28,7 @@ func orders(t *testing.T, pool *pgxpool.Pool, n int, window time.Duration) (int6
 	t.Helper()
 	ctx := context.Background()
 	activity := time.Now().UnixNano() % 1_000_000_000_000
-	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, 1, $2, $2)`, activity, n)
+	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock, price_cents) VALUES ($1, 1, $2, $2, 100)`, activity, n)
 	require.NoError(t, err)
 	c := &orderstore.Consumer{Pool: pool, Group: "g", PaymentWindow: window}
 	out := make([]uuid.UUID, n)
@@ -84,7 +84,7 @@ func TestPaymentRacesTimeoutCancel(t *testing.T) {
 	deliver := func(name string) func(context.Context, uuid.UUID, provider.Paid) error {
 		return func(ctx context.Context, order uuid.UUID, p provider.Paid) error {
 			_, err := payments.Apply(ctx, payment.Callback{Provider: name, TransactionID: p.TransactionID, OrderID: order,
-				AmountCents: p.AmountCents, PaidAt: p.At})
+				AmountCents: p.AmountCents, Currency: p.Currency, PaidAt: p.At})
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func TestPaymentRacesTimeoutCancel(t *testing.T) {
 					return // this buyer never pays
 				}
 				time.Sleep(time.Duration(i*7919%5) * time.Millisecond) // interleave with the timers
-				_, _ = sim.Pay(context.Background(), order, 0)
+				_, _ = sim.Pay(context.Background(), order, 100, "CNY")
 			},
 			func() { untilDone(t, c, order) },
 			func() { untilDone(t, c, order) }, // a duplicate timer
@@ -188,7 +188,7 @@ func TestEarlyDuplicateAndLateTimers(t *testing.T) {
 	require.Equal(t, cancel.Cancelled, out.Result)
 
 	// Paid before the timer: the timer finds it finished.
-	_, err = sim.Pay(ctx, list[2], 0) // no Deliver: the channel knows, PostgreSQL not yet
+	_, err = sim.Pay(ctx, list[2], 100, "CNY") // no Deliver: the channel knows, PostgreSQL not yet
 	require.NoError(t, err)
 	out, err = c.Handle(ctx, list[2])
 	require.NoError(t, err)

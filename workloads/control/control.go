@@ -26,6 +26,7 @@ var sqlFiles embed.FS
 
 var (
 	qProvision          = sqlfile.Must(sqlFiles, "provision")
+	qPriceSet           = sqlfile.Must(sqlFiles, "price_set")
 	qControlUpsert      = sqlfile.Must(sqlFiles, "control_upsert")
 	qCompensationPause  = sqlfile.Must(sqlFiles, "compensation_pause")
 	qCompensationPaused = sqlfile.Must(sqlFiles, "compensation_paused")
@@ -42,6 +43,11 @@ type SKU struct {
 	ID      int64
 	Stock   int64
 	Buckets int
+	// PriceCents and Currency are what an order of the SKU costs; 0 leaves
+	// the recorded price as it is (a SKU never priced sells orders of 0,
+	// which no payment callback can pay).
+	PriceCents int64
+	Currency   string
 }
 
 // Slots are the Redis slots of the SKU.
@@ -111,6 +117,12 @@ func (s *Store) Provision(ctx context.Context, activity int64, sku SKU, generati
 	}
 	if out.Postgres == DecreaseRefuse {
 		return out, fmt.Errorf("SKU %d in PostgreSQL: %w", sku.ID, ErrStockDecrease)
+	}
+	if sku.PriceCents > 0 {
+		var ok bool
+		if err := s.Pool.QueryRow(ctx, qPriceSet, activity, sku.ID, sku.PriceCents, sku.Currency).Scan(&ok); err != nil {
+			return out, fmt.Errorf("pricing SKU %d in PostgreSQL: %w", sku.ID, err)
+		}
 	}
 	targets := BucketTargets(sku.Stock, sku.Buckets)
 	for i, sl := range sku.Slots(activity) {

@@ -86,6 +86,35 @@ func TestProvisionOncePerGeneration(t *testing.T) {
 	}
 }
 
+// The SKU's price is recorded with its stock (orders copy it); a new price
+// replaces it, a provision without one keeps it, a bad one is refused.
+func TestProvisionRecordsThePrice(t *testing.T) {
+	ctx := context.Background()
+	s, activity := newStore(t, testenv.RedisSingle(t))
+	price := func() (cents int64, currency string) {
+		require.NoError(t, s.Pool.QueryRow(ctx, `SELECT price_cents, currency FROM sku_inventory WHERE activity_id = $1 AND sku_id = 7`, activity).Scan(&cents, &currency))
+		return cents, currency
+	}
+	sku := control.SKU{ID: 7, Stock: 10, Buckets: 1, PriceCents: 1999, Currency: "EUR"}
+	_, err := s.Provision(ctx, activity, sku, 1)
+	require.NoError(t, err)
+	cents, cur := price()
+	require.Equal(t, []any{int64(1999), "EUR"}, []any{cents, cur})
+	sku.PriceCents = 2499
+	_, err = s.Provision(ctx, activity, sku, 1)
+	require.NoError(t, err)
+	cents, _ = price()
+	require.Equal(t, int64(2499), cents)
+	sku.PriceCents = 0
+	_, err = s.Provision(ctx, activity, sku, 1)
+	require.NoError(t, err)
+	cents, _ = price()
+	require.Equal(t, int64(2499), cents, "no price given: the recorded one stays")
+	sku.PriceCents, sku.Currency = 100, "euro"
+	_, err = s.Provision(ctx, activity, sku, 1)
+	require.Error(t, err)
+}
+
 func TestWindowPauseAndArchive(t *testing.T) {
 	ctx := context.Background()
 	c := testenv.RedisSingle(t)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,8 +22,18 @@ import (
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 )
 
-// SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".
+// SignatureHeader carries "sha256=<hex HMAC-SHA256 of timestamp.body>".
 const SignatureHeader = "X-Seckill-Signature"
+
+// TimestampHeader carries when the provider signed the callback (Unix
+// milliseconds); it is part of what is signed.
+const TimestampHeader = "X-Seckill-Timestamp"
+
+// DefaultWindow is how far a callback's signed timestamp may be from now.
+const DefaultWindow = 5 * time.Minute
+
+// MaxKeysPerProvider: the current key and the next, during a rotation.
+const MaxKeysPerProvider = 2
 
 // MaxCallbackBytes bounds a callback body.
 const MaxCallbackBytes = 8 << 10
@@ -34,6 +45,7 @@ var (
 	qQuarantinedOpen = mustSQL("quarantined_open")
 	qQuarantinedDone = mustSQL("quarantined_done")
 	providerName     = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	currencyCode     = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
 // CallbackBody is what the provider posts.
@@ -41,15 +53,48 @@ type CallbackBody struct {
 	TransactionID string `json:"transaction_id"`
 	OrderID       string `json:"order_id"`
 	AmountCents   int64  `json:"amount_cents"`
+	Currency      string `json:"currency"`
 	Status        string `json:"status"`
 	PaidAtMs      int64  `json:"paid_at_ms"`
 }
 
-// Sign is the provider's signature of body with key.
-func Sign(key, body []byte) string {
+// Sign is the provider's signature of body sent at tsMs (Unix ms) with key:
+// the timestamp is signed with the body, so a captured callback cannot be
+// replayed later under a new timestamp.
+func Sign(key []byte, tsMs int64, body []byte) string {
 	m := hmac.New(sha256.New, key)
+	m.Write([]byte(strconv.FormatInt(tsMs, 10)))
+	m.Write([]byte{'.'})
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// SignedHeaders sets the timestamp and signature headers of a callback.
+func SignedHeaders(h http.Header, key []byte, ts time.Time, body []byte) {
+	ms := ts.UnixMilli()
+	h.Set(TimestampHeader, strconv.FormatInt(ms, 10))
+	h.Set(SignatureHeader, Sign(key, ms, body))
+}
+
+// verify checks the signature against each of the provider's keys and the
+// signed timestamp against now ± window. The answer codes are the reply's.
+func verify(keys [][]byte, h http.Header, body []byte, now time.Time, window time.Duration) (string, string) {
+	ts, err := strconv.ParseInt(h.Get(TimestampHeader), 10, 64)
+	if err != nil || ts <= 0 {
+		return "BAD_SIGNATURE", "the " + TimestampHeader + " header must be Unix milliseconds"
+	}
+	got := []byte(h.Get(SignatureHeader))
+	ok := false
+	for _, k := range keys {
+		ok = hmac.Equal(got, []byte(Sign(k, ts, body))) || ok // every key tried: no timing hint of which
+	}
+	if !ok {
+		return "BAD_SIGNATURE", "the signature does not match the timestamp and body"
+	}
+	if d := now.Sub(time.UnixMilli(ts)); d > window || d < -window {
+		return "STALE_CALLBACK", fmt.Sprintf("signed %s from now; accepted within %s", d.Round(time.Second), window)
+	}
+	return "", ""
 }
 
 // parse checks a callback body strictly.
@@ -69,23 +114,30 @@ func parse(provider string, body []byte) (Callback, string, error) {
 		return Callback{}, "", errors.New("order_id must be a UUID")
 	case b.TransactionID == "" || len(b.TransactionID) > 128:
 		return Callback{}, "", errors.New("transaction_id must have 1 to 128 characters")
-	case b.AmountCents < 0:
-		return Callback{}, "", errors.New("amount_cents must not be negative")
+	case b.AmountCents <= 0:
+		return Callback{}, "", errors.New("amount_cents must be positive")
+	case !currencyCode.MatchString(b.Currency):
+		return Callback{}, "", errors.New("currency must be three capital letters (ISO 4217)")
 	case b.Status != "SUCCESS" && b.Status != "FAILED":
 		return Callback{}, "", errors.New(`status must be "SUCCESS" or "FAILED"`)
 	case b.PaidAtMs <= 0:
 		return Callback{}, "", errors.New("paid_at_ms must be a positive Unix time in milliseconds")
 	}
 	return Callback{Provider: provider, TransactionID: b.TransactionID, OrderID: oid, AmountCents: b.AmountCents,
-		PaidAt: time.UnixMilli(b.PaidAtMs)}, b.Status, nil
+		Currency: b.Currency, PaidAt: time.UnixMilli(b.PaidAtMs)}, b.Status, nil
 }
 
 // Handler serves POST /v1/payments/{provider}/callbacks.
 type Handler struct {
 	Store *Store
-	// Keys are the providers' HMAC keys, by provider name.
-	Keys map[string][]byte
-	Log  *slog.Logger
+	// Keys are the providers' HMAC keys, by provider name: one, or two
+	// while a key is rotated (either verifies).
+	Keys map[string][][]byte
+	// Window is how far the signed timestamp may be from now (default
+	// DefaultWindow): a callback captured and replayed later is refused.
+	Window time.Duration
+	Log    *slog.Logger
+	now    func() time.Time
 }
 
 type reply struct {
@@ -105,8 +157,8 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(reply{Code: code, Message: msg})
 	}
 	provider := r.PathValue("provider")
-	key, ok := h.Keys[provider]
-	if !providerName.MatchString(provider) || !ok {
+	keys, ok := h.Keys[provider]
+	if !providerName.MatchString(provider) || !ok || len(keys) == 0 {
 		answer(http.StatusNotFound, "UNKNOWN_PROVIDER", "no such payment provider")
 		return
 	}
@@ -115,8 +167,18 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusBadRequest, "INVALID_CALLBACK", "unreadable or oversized body")
 		return
 	}
-	if !hmac.Equal([]byte(r.Header.Get(SignatureHeader)), []byte(Sign(key, body))) {
-		answer(http.StatusUnauthorized, "BAD_SIGNATURE", "the signature does not match the body")
+	now, window := time.Now(), h.Window
+	if h.now != nil {
+		now = h.now()
+	}
+	if window <= 0 {
+		window = DefaultWindow
+	}
+	if code, msg := verify(keys, r.Header, body, now, window); code != "" {
+		if code == "STALE_CALLBACK" {
+			h.Log.Warn("payment callback outside its window refused", "provider", provider, "detail", msg)
+		}
+		answer(http.StatusUnauthorized, code, msg)
 		return
 	}
 	cb, status, err := parse(provider, body)

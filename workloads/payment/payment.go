@@ -69,6 +69,7 @@ type Callback struct {
 	TransactionID string
 	OrderID       uuid.UUID
 	AmountCents   int64
+	Currency      string
 	PaidAt        time.Time
 }
 
@@ -112,33 +113,35 @@ func (s *Store) Apply(ctx context.Context, cb Callback) (string, error) {
 
 func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, error) {
 	var (
-		status        string
-		amount        int64
-		activity, sku int64
-		reservationID uuid.UUID
+		status, currency string
+		amount           int64
+		activity, sku    int64
+		reservationID    uuid.UUID
 	)
-	err := tx.QueryRow(ctx, qOrderLock, cb.OrderID).Scan(&status, &amount, &activity, &sku, &reservationID)
+	err := tx.QueryRow(ctx, qOrderLock, cb.OrderID).Scan(&status, &amount, &currency, &activity, &sku, &reservationID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ResultUnknownOrder, fmt.Errorf("%w: %s", ErrUnknownOrder, cb.OrderID)
 	}
 	if err != nil {
 		return "", fmt.Errorf("locking order %s: %w", cb.OrderID, err)
 	}
-	if amount > 0 && cb.AmountCents != amount {
-		return "", fmt.Errorf("%w: order %s costs %d, the provider reports %d", ErrConflict, cb.OrderID, amount, cb.AmountCents)
+	// What the buyer owes, exactly: an order of 0 (never priced) cannot be
+	// paid, and a wrong amount or currency pays nothing.
+	if amount <= 0 || cb.AmountCents != amount || cb.Currency != currency {
+		return "", fmt.Errorf("%w: order %s costs %d %s, the provider reports %d %s", ErrConflict, cb.OrderID, amount, currency, cb.AmountCents, cb.Currency)
 	}
 	pid := cb.PaymentID()
-	if _, err := tx.Exec(ctx, qPaymentInsert, pid, cb.OrderID, cb.Provider, cb.TransactionID, cb.AmountCents, cb.PaidAt); err != nil {
+	if _, err := tx.Exec(ctx, qPaymentInsert, pid, cb.OrderID, cb.Provider, cb.TransactionID, cb.AmountCents, cb.PaidAt, cb.Currency); err != nil {
 		return "", fmt.Errorf("recording payment %s: %w", pid, err)
 	}
 	var recID, recOrder uuid.UUID
 	var recAmount int64
-	var recStatus string
-	if err := tx.QueryRow(ctx, qPaymentGet, cb.Provider, cb.TransactionID).Scan(&recID, &recOrder, &recAmount, &recStatus); err != nil {
+	var recCurrency, recStatus string
+	if err := tx.QueryRow(ctx, qPaymentGet, cb.Provider, cb.TransactionID).Scan(&recID, &recOrder, &recAmount, &recCurrency, &recStatus); err != nil {
 		return "", fmt.Errorf("reading payment %s: %w", pid, err)
 	}
-	if recID != pid || recOrder != cb.OrderID || recAmount != cb.AmountCents {
-		return "", fmt.Errorf("%w: transaction %s/%s is recorded for order %s, amount %d", ErrConflict, cb.Provider, cb.TransactionID, recOrder, recAmount)
+	if recID != pid || recOrder != cb.OrderID || recAmount != cb.AmountCents || recCurrency != cb.Currency {
+		return "", fmt.Errorf("%w: transaction %s/%s is recorded for order %s, %d %s", ErrConflict, cb.Provider, cb.TransactionID, recOrder, recAmount, recCurrency)
 	}
 
 	var paid uuid.UUID
@@ -189,7 +192,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 func (s *Store) event(ctx context.Context, tx pgx.Tx, typ string, cb Callback, activity, sku int64, reservationID uuid.UUID) error {
 	payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": typ, "order_id": cb.OrderID,
 		"reservation_id": reservationID, "activity_id": activity, "sku_id": sku, "payment_id": cb.PaymentID(),
-		"provider": cb.Provider, "provider_transaction_id": cb.TransactionID, "amount_cents": cb.AmountCents,
+		"provider": cb.Provider, "provider_transaction_id": cb.TransactionID, "amount_cents": cb.AmountCents, "currency": cb.Currency,
 		"paid_at_ms": cb.PaidAt.UnixMilli()})
 	return orderstore.InsertOutboxEvent(ctx, tx, "ORDER", cb.OrderID, typ, s.topic(), payload)
 }

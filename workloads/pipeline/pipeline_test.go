@@ -77,7 +77,7 @@ func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWind
 	rs := redisstore.New(rdb)
 	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("pipeline-test-key-0123456789abcdef")})
 	activity := time.Now().UnixNano() % 1_000_000_000_000
-	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, $2, $3, $3)`, activity, sku, pgStock)
+	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock, price_cents) VALUES ($1, $2, $3, $3, 100)`, activity, sku, pgStock)
 	require.NoError(t, err)
 	slots := redisstore.Slots(activity, sku, buckets)
 	for _, sl := range slots {
@@ -344,7 +344,7 @@ func (c *conflicting) Close(ctx context.Context, order uuid.UUID) (*provider.Pai
 	c.mu.Unlock()
 	var rid uuid.UUID
 	if txn != "" && c.pool.QueryRow(ctx, `SELECT reservation_id FROM orders WHERE order_id = $1`, order).Scan(&rid) == nil && rid == res {
-		return &provider.Paid{TransactionID: txn, At: time.Now()}, nil
+		return &provider.Paid{TransactionID: txn, AmountCents: 100, Currency: "CNY", At: time.Now()}, nil
 	}
 	return c.Sim.Close(ctx, order)
 }
@@ -355,7 +355,7 @@ func TestUnpaidOrdersAreCancelledThroughThePipeline(t *testing.T) {
 	h := startWith(t, 10, 9, 5*time.Second, channel)
 	payments := &payment.Store{Pool: h.pool, EventsTopic: topicEvents}
 	sim.Deliver = func(ctx context.Context, order uuid.UUID, p provider.Paid) error {
-		_, err := payments.Apply(ctx, payment.Callback{Provider: "sim", TransactionID: p.TransactionID, OrderID: order, AmountCents: p.AmountCents, PaidAt: p.At})
+		_, err := payments.Apply(ctx, payment.Callback{Provider: "sim", TransactionID: p.TransactionID, OrderID: order, AmountCents: p.AmountCents, Currency: p.Currency, PaidAt: p.At})
 		return err
 	}
 	var rids []uuid.UUID
@@ -373,7 +373,7 @@ func TestUnpaidOrdersAreCancelledThroughThePipeline(t *testing.T) {
 	}
 	paid := 0
 	for _, rid := range rids[:2] { // two buyers pay (in time, unless the machine is slow)
-		p, err := sim.Pay(h.ctx, orderOf(rid), 0)
+		p, err := sim.Pay(h.ctx, orderOf(rid), 100, "CNY")
 		if err == nil {
 			paid++
 		} else {

@@ -6,17 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 )
 
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
 // paidJSON is a success on the wire.
 type paidJSON struct {
 	Paid          bool   `json:"paid"`
 	TransactionID string `json:"transaction_id,omitempty"`
 	AmountCents   int64  `json:"amount_cents,omitempty"`
+	Currency      string `json:"currency,omitempty"`
 	AtMs          int64  `json:"at_ms,omitempty"`
 }
 
@@ -24,7 +30,7 @@ func toJSON(p *Paid) paidJSON {
 	if p == nil {
 		return paidJSON{}
 	}
-	return paidJSON{Paid: true, TransactionID: p.TransactionID, AmountCents: p.AmountCents, AtMs: p.At.UnixMilli()}
+	return paidJSON{Paid: true, TransactionID: p.TransactionID, AmountCents: p.AmountCents, Currency: p.Currency, AtMs: p.At.UnixMilli()}
 }
 
 // Handler serves a Sim over HTTP, the way a real channel's merchant API
@@ -57,7 +63,13 @@ func Handler(s *Sim) http.Handler {
 	}
 	mux.HandleFunc("POST /orders/{id}/pay", func(w http.ResponseWriter, r *http.Request) {
 		if id, ok := order(w, r); ok {
-			p, err := s.Pay(r.Context(), id, 0)
+			amount, err := strconv.ParseInt(r.URL.Query().Get("amount_cents"), 10, 64)
+			currency := r.URL.Query().Get("currency")
+			if err != nil || amount <= 0 || !currencyCode.MatchString(currency) {
+				http.Error(w, "amount_cents must be a positive integer and currency three capital letters", http.StatusBadRequest)
+				return
+			}
+			p, err := s.Pay(r.Context(), id, amount, currency)
 			reply(w, &p, err)
 		}
 	})
@@ -103,7 +115,7 @@ func (c *Client) call(ctx context.Context, method, path string) (*Paid, error) {
 		return nil, fmt.Errorf("payment channel %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusConflict && strings.HasSuffix(path, "/pay") {
+	if resp.StatusCode == http.StatusConflict && strings.HasPrefix(path, "/orders/") && strings.Contains(path, "/pay") {
 		return nil, ErrClosed
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -116,13 +128,15 @@ func (c *Client) call(ctx context.Context, method, path string) (*Paid, error) {
 	if !p.Paid {
 		return nil, nil
 	}
-	return &Paid{TransactionID: p.TransactionID, AmountCents: p.AmountCents, At: time.UnixMilli(p.AtMs)}, nil
+	return &Paid{TransactionID: p.TransactionID, AmountCents: p.AmountCents, Currency: p.Currency, At: time.UnixMilli(p.AtMs)}, nil
 }
 
-// Pay asks the channel to charge the order (what a buyer's wallet does);
+// Pay asks the channel to charge the order its amount (what a buyer's
+// wallet does, for the amount the merchant asked);
 // ErrClosed when the channel closed the order's payment.
-func (c *Client) Pay(ctx context.Context, order uuid.UUID) (*Paid, error) {
-	return c.call(ctx, http.MethodPost, "/orders/"+order.String()+"/pay")
+func (c *Client) Pay(ctx context.Context, order uuid.UUID, amountCents int64, currency string) (*Paid, error) {
+	q := url.Values{"amount_cents": {strconv.FormatInt(amountCents, 10)}, "currency": {currency}}
+	return c.call(ctx, http.MethodPost, "/orders/"+order.String()+"/pay?"+q.Encode())
 }
 
 // Close implements Channel.

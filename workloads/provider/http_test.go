@@ -25,10 +25,10 @@ func TestSimOverHTTP(t *testing.T) {
 	p, err := c.Close(ctx, a)
 	require.NoError(t, err)
 	require.Nil(t, p)
-	_, err = sim.Pay(ctx, a, 100)
+	_, err = sim.Pay(ctx, a, 100, "CNY")
 	require.ErrorIs(t, err, provider.ErrClosed)
 
-	paid, err := sim.Pay(ctx, b, 100)
+	paid, err := sim.Pay(ctx, b, 100, "CNY")
 	require.NoError(t, err)
 	p, err = c.Close(ctx, b)
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func TestSimOverHTTP(t *testing.T) {
 
 	racy := &provider.Sim{ProviderName: "racy", SuccessAfterClose: true}
 	_, _ = racy.Close(ctx, a)
-	_, err = racy.Pay(ctx, a, 1)
+	_, err = racy.Pay(ctx, a, 1, "CNY")
 	require.NoError(t, err, "a success reported after the close")
 
 	_, err = (&provider.Client{ProviderName: "down", BaseURL: "http://127.0.0.1:1"}).Close(ctx, a)

@@ -19,6 +19,7 @@ import (
 type Paid struct {
 	TransactionID string
 	AmountCents   int64
+	Currency      string
 	At            time.Time
 }
 
@@ -60,9 +61,10 @@ type Sim struct {
 // Name implements Channel.
 func (s *Sim) Name() string { return s.ProviderName }
 
-// Pay charges the order and sends the success callback (after the delay,
-// with duplicates). Paying twice answers the first payment.
-func (s *Sim) Pay(ctx context.Context, order uuid.UUID, amount int64) (Paid, error) {
+// Pay charges the order amount in currency (what the merchant asked for)
+// and sends the success callback (after the delay, with duplicates).
+// Paying twice answers the first payment.
+func (s *Sim) Pay(ctx context.Context, order uuid.UUID, amount int64, currency string) (Paid, error) {
 	s.mu.Lock()
 	if s.paid == nil {
 		s.paid, s.closed, s.refunded = map[uuid.UUID]Paid{}, map[uuid.UUID]bool{}, map[string]bool{}
@@ -77,7 +79,7 @@ func (s *Sim) Pay(ctx context.Context, order uuid.UUID, amount int64) (Paid, err
 	}
 	// Unique across runs, like a real channel's: a rerun against the same
 	// database must not reuse a recorded (provider, transaction) pair.
-	p := Paid{TransactionID: s.ProviderName + "-" + ids.NewRandom().String(), AmountCents: amount, At: time.Now()}
+	p := Paid{TransactionID: s.ProviderName + "-" + ids.NewRandom().String(), AmountCents: amount, Currency: currency, At: time.Now()}
 	s.paid[order] = p
 	s.mu.Unlock()
 	if s.Deliver == nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -79,10 +80,23 @@ func controlSKUs(c *config.Common) []control.SKU {
 	return skus
 }
 
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
 // ParseStock parses -stock: sku=units,... for exactly the SKUs of -skus.
 func ParseStock(v string, skus []config.SKUBuckets) (map[int64]int64, error) {
+	return parsePerSKU("-stock", "units", 0, v, skus)
+}
+
+// ParsePrice parses -price: sku=cents,... for exactly the SKUs of -skus.
+func ParsePrice(v string, skus []config.SKUBuckets) (map[int64]int64, error) {
+	return parsePerSKU("-price", "cents", 1, v, skus)
+}
+
+// parsePerSKU parses flag's sku=value,... (value >= least) for exactly the
+// SKUs of -skus.
+func parsePerSKU(flag, what string, least int64, v string, skus []config.SKUBuckets) (map[int64]int64, error) {
 	if v == "" {
-		return nil, errors.New("-stock is required (sku=units,...)")
+		return nil, fmt.Errorf("%s is required (sku=%s,...)", flag, what)
 	}
 	known := map[int64]bool{}
 	for _, s := range skus {
@@ -93,20 +107,20 @@ func ParseStock(v string, skus []config.SKUBuckets) (map[int64]int64, error) {
 		k, n, ok := strings.Cut(strings.TrimSpace(part), "=")
 		sku, err1 := strconv.ParseInt(k, 10, 64)
 		units, err2 := strconv.ParseInt(n, 10, 64)
-		if !ok || err1 != nil || err2 != nil || units < 0 {
-			return nil, fmt.Errorf("-stock entry %q: want sku=units with units >= 0", part)
+		if !ok || err1 != nil || err2 != nil || units < least {
+			return nil, fmt.Errorf("%s entry %q: want sku=%s with %s >= %d", flag, part, what, what, least)
 		}
 		if !known[sku] {
-			return nil, fmt.Errorf("-stock names SKU %d, which -skus does not list", sku)
+			return nil, fmt.Errorf("%s names SKU %d, which -skus does not list", flag, sku)
 		}
 		if _, dup := out[sku]; dup {
-			return nil, fmt.Errorf("-stock names SKU %d twice", sku)
+			return nil, fmt.Errorf("%s names SKU %d twice", flag, sku)
 		}
 		out[sku] = units
 	}
 	for _, s := range skus {
 		if _, ok := out[s.ID]; !ok {
-			return nil, fmt.Errorf("-stock has no entry for SKU %d of -skus", s.ID)
+			return nil, fmt.Errorf("%s has no entry for SKU %d of -skus", flag, s.ID)
 		}
 	}
 	return out, nil
@@ -117,6 +131,8 @@ func activityProvision(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("activity provision", flag.ContinueOnError)
 	c.Bind(fs)
 	stock := fs.String("stock", "", "units per SKU: sku=units,... (every SKU of -skus)")
+	price := fs.String("price", "", "price per SKU in cents: sku=cents,... (every SKU of -skus); each order carries its SKU's price and a payment must match it")
+	currency := fs.String("currency", "CNY", "currency of the prices (ISO 4217)")
 	gen := fs.Int64("generation", 1, "provisioning generation: a stock change needs a higher one (as the manifest's metadata.generation)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -125,6 +141,11 @@ func activityProvision(ctx context.Context, args []string, w io.Writer) error {
 	list, _ := c.SKUBuckets()
 	units, err := ParseStock(*stock, list)
 	errs = append(errs, err)
+	prices, err := ParsePrice(*price, list)
+	errs = append(errs, err)
+	if !currencyCode.MatchString(*currency) {
+		errs = append(errs, fmt.Errorf("-currency %q: want three capital letters (ISO 4217)", *currency))
+	}
 	if *gen <= 0 {
 		errs = append(errs, errors.New("-generation must be positive"))
 	}
@@ -141,13 +162,13 @@ func activityProvision(ctx context.Context, args []string, w io.Writer) error {
 		return fmt.Errorf("migrating: %w", err)
 	}
 	for _, sku := range skus {
-		sku.Stock = units[sku.ID]
+		sku.Stock, sku.PriceCents, sku.Currency = units[sku.ID], prices[sku.ID], *currency
 		p, err := store.Provision(ctx, c.ActivityID, sku, *gen)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "SKU %d: %d units, generation %d: PostgreSQL %s, Redis buckets %s\n",
-			sku.ID, sku.Stock, *gen, p.Postgres, strings.Join(p.Redis, " "))
+		fmt.Fprintf(w, "SKU %d: %d units at %d %s, generation %d: PostgreSQL %s, Redis buckets %s\n",
+			sku.ID, sku.Stock, sku.PriceCents, sku.Currency, *gen, p.Postgres, strings.Join(p.Redis, " "))
 		if !p.Changed() {
 			fmt.Fprintf(w, "  nothing changed: generation %d was applied before (a stock change needs a higher -generation)\n", *gen)
 		}

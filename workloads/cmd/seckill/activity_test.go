@@ -66,9 +66,9 @@ func TestActivityCommands(t *testing.T) {
 		return st
 	}
 
-	out, errOut, code := run(t, bin, cmd("activity", "provision", "-stock", "1=10,2=4")...)
+	out, errOut, code := run(t, bin, cmd("activity", "provision", "-stock", "1=10,2=4", "-price", "1=1999,2=500", "-currency", "EUR")...)
 	require.Zero(t, code, errOut)
-	require.Contains(t, out, "SKU 1: 10 units, generation 1: PostgreSQL APPLIED, Redis buckets APPLIED APPLIED APPLIED")
+	require.Contains(t, out, "SKU 1: 10 units at 1999 EUR, generation 1: PostgreSQL APPLIED, Redis buckets APPLIED APPLIED APPLIED")
 	st := status()
 	require.Len(t, st.SKUs, 2)
 	require.Equal(t, int64(10), st.SKUs[0].Postgres.Initial)
@@ -81,15 +81,15 @@ func TestActivityCommands(t *testing.T) {
 	require.Contains(t, st.Problems, "no activity_control row: run `seckill activity window`")
 
 	// Same generation: nothing changes, and it says so.
-	out, _, code = run(t, bin, cmd("activity", "provision", "-stock", "1=12,2=4")...)
+	out, _, code = run(t, bin, cmd("activity", "provision", "-stock", "1=12,2=4", "-price", "1=1999,2=500")...)
 	require.Zero(t, code)
 	require.Contains(t, out, "nothing changed: generation 1 was applied before")
 	require.Equal(t, int64(10), status().SKUs[0].Postgres.Initial)
 	// A later generation grows the stock once; shrinking is refused.
-	_, errOut, code = run(t, bin, cmd("activity", "provision", "-stock", "1=12,2=4", "-generation", "2")...)
+	_, errOut, code = run(t, bin, cmd("activity", "provision", "-stock", "1=12,2=4", "-price", "1=1999,2=500", "-generation", "2")...)
 	require.Zero(t, code, errOut)
 	require.Equal(t, int64(12), status().SKUs[0].Redis.Initial)
-	_, errOut, code = run(t, bin, cmd("activity", "provision", "-stock", "1=5,2=4", "-generation", "3")...)
+	_, errOut, code = run(t, bin, cmd("activity", "provision", "-stock", "1=5,2=4", "-price", "1=1999,2=500", "-generation", "3")...)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "stock may only grow")
 
@@ -123,7 +123,9 @@ func TestProviderSimProcess(t *testing.T) {
 	var bodies []payment.CallbackBody
 	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if r.URL.Path != "/v1/payments/sim/callbacks" || r.Header.Get(payment.SignatureHeader) != payment.Sign(key, body) {
+		ts, _ := strconv.ParseInt(r.Header.Get(payment.TimestampHeader), 10, 64)
+		if r.URL.Path != "/v1/payments/sim/callbacks" || r.Header.Get(payment.SignatureHeader) != payment.Sign(key, ts, body) ||
+			time.Since(time.UnixMilli(ts)).Abs() > time.Minute {
 			http.Error(w, "bad callback", http.StatusUnauthorized)
 			return
 		}
@@ -142,12 +144,12 @@ func TestProviderSimProcess(t *testing.T) {
 	order, closed := uuid.New(), uuid.New()
 	require.Eventually(t, func() bool { _, err := c.Query(ctx, order); return err == nil }, 10*time.Second, 50*time.Millisecond)
 
-	paid, err := c.Pay(ctx, order)
+	paid, err := c.Pay(ctx, order, 1999, "EUR")
 	require.NoError(t, err)
 	mu.Lock()
 	require.Len(t, bodies, 2, "the success and its duplicate")
 	require.Equal(t, payment.CallbackBody{TransactionID: paid.TransactionID, OrderID: order.String(), Status: "SUCCESS",
-		PaidAtMs: paid.At.UnixMilli()}, bodies[0])
+		AmountCents: 1999, Currency: "EUR", PaidAtMs: paid.At.UnixMilli()}, bodies[0])
 	mu.Unlock()
 	q, err := c.Query(ctx, order)
 	require.NoError(t, err)
@@ -155,6 +157,6 @@ func TestProviderSimProcess(t *testing.T) {
 
 	_, err = c.Close(ctx, closed)
 	require.NoError(t, err)
-	_, err = c.Pay(ctx, closed)
+	_, err = c.Pay(ctx, closed, 1999, "EUR")
 	require.ErrorIs(t, err, provider.ErrClosed)
 }

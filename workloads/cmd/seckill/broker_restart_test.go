@@ -49,7 +49,7 @@ func TestProcessesRecoverFromBrokerRestart(t *testing.T) {
 		"SECKILL_RMQ_ENDPOINT=" + mqs.Endpoint, "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(activity, 10),
 		"SECKILL_SKUS=1:2,2:2", "SECKILL_ID_KEYS=1:" + strings.Repeat("ab", 32), "SECKILL_ID_KEY_CURRENT=1",
 	}
-	for _, args := range [][]string{{"activity", "provision", "-stock", "1=100000,2=0"}, {"activity", "window", "-state", "ACTIVE"}} {
+	for _, args := range [][]string{{"activity", "provision", "-stock", "1=100000,2=0", "-price", "1=100,2=100"}, {"activity", "window", "-state", "ACTIVE"}} {
 		c := exec.Command(bin, args...)
 		c.Env = append(os.Environ(), env...)
 		out, err := c.CombinedOutput()

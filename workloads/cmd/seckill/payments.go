@@ -18,16 +18,20 @@ import (
 	"github.com/seckill/seckill-operator/workloads/payment"
 )
 
-// parsePaymentKeys reads "provider:hexkey,...".
-func parsePaymentKeys(s string) (map[string][]byte, error) {
-	keys := map[string][]byte{}
+// parsePaymentKeys reads "provider:hexkey,...": a provider named twice has
+// two keys (the current and the next, while rotating); either verifies.
+func parsePaymentKeys(s string) (map[string][][]byte, error) {
+	keys := map[string][][]byte{}
 	for _, part := range strings.Split(s, ",") {
 		name, hexKey, ok := strings.Cut(strings.TrimSpace(part), ":")
 		key, err := hex.DecodeString(hexKey)
 		if !ok || name == "" || err != nil || len(key) < 16 {
 			return nil, errors.New("-payment-keys entries must be provider:hexkey with a key of at least 16 bytes")
 		}
-		keys[name] = key
+		if len(keys[name]) == payment.MaxKeysPerProvider {
+			return nil, fmt.Errorf("-payment-keys: provider %q has more than %d keys (the current one and the next, while rotating)", name, payment.MaxKeysPerProvider)
+		}
+		keys[name] = append(keys[name], key)
 	}
 	return keys, nil
 }

@@ -25,7 +25,7 @@ func TestPaymentsCommand(t *testing.T) {
 	ctx := context.Background()
 	pool := testenv.Database(t)
 	activity := time.Now().UnixNano() % 1_000_000_000_000
-	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock) VALUES ($1, 1, 2, 2)`, activity)
+	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock, price_cents, currency) VALUES ($1, 1, 2, 2, 2500, 'CNY')`, activity)
 	require.NoError(t, err)
 	now := time.Now().UnixMilli()
 	msg := events.NewOrderCreateRequested(ids.NewRandom(), ids.NewRandom(), ids.NewRandom(), activity, 1, 5, -1, now, now+300_000, "t")
@@ -33,15 +33,18 @@ func TestPaymentsCommand(t *testing.T) {
 	out, err := (&orderstore.Consumer{Pool: pool, Group: "g", PaymentWindow: time.Minute}).Consume(ctx, msg, raw)
 	require.NoError(t, err)
 
-	key := []byte("simulated-provider-key-0123456789")
+	// Two keys while the provider rotates: the old one and the next; the
+	// callbacks below are signed with the next.
+	oldKey, key := []byte("simulated-provider-key-0123456789"), []byte("simulated-provider-key-next-98765")
 	addr := freeAddr(t)
-	startProcess(t, bin, "payments", "-pg-dsn", pool.Config().ConnString(), "-addr", addr, "-payment-keys", "sim:"+hex.EncodeToString(key))
+	startProcess(t, bin, "payments", "-pg-dsn", pool.Config().ConnString(), "-addr", addr,
+		"-payment-keys", "sim:"+hex.EncodeToString(oldKey)+",sim:"+hex.EncodeToString(key))
 	waitReady(t, addr)
-	body, _ := json.Marshal(map[string]any{"transaction_id": "sim-1", "order_id": out.OrderID.String(), "amount_cents": 0,
-		"status": "SUCCESS", "paid_at_ms": time.Now().UnixMilli()})
+	body, _ := json.Marshal(map[string]any{"transaction_id": "sim-1", "order_id": out.OrderID.String(), "amount_cents": 2500,
+		"currency": "CNY", "status": "SUCCESS", "paid_at_ms": time.Now().UnixMilli()})
 	for _, want := range []string{payment.ResultPaid, payment.ResultAlreadyPaid} {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/payments/sim/callbacks", bytes.NewReader(body))
-		req.Header.Set(payment.SignatureHeader, payment.Sign(key, body))
+		payment.SignedHeaders(req.Header, key, time.Now(), body)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		var r struct{ Code string }

@@ -31,7 +31,7 @@ func runProviderSim(ctx context.Context, args []string) error {
 	addr := fs.String("addr", envOr(names.EnvHTTPAddr, fmt.Sprintf(":%d", names.DefaultPorts["provider-sim"])), "listen address ($"+names.EnvHTTPAddr+")")
 	name := fs.String("name", envOr("SECKILL_PROVIDER_NAME", "sim"), "the channel's name (the payments workload's callback path and key)")
 	callbackURL := fs.String("callback-url", envOr("SECKILL_CALLBACK_URL", fmt.Sprintf("http://127.0.0.1:%d", names.DefaultPorts["payments"])), "base URL of the payments workload ($SECKILL_CALLBACK_URL)")
-	keysFlag := fs.String("payment-keys", os.Getenv(names.EnvPaymentKeys), "provider:hexkey,... the callback signing keys; the entry of -name is used ($"+names.EnvPaymentKeys+")")
+	keysFlag := fs.String("payment-keys", os.Getenv(names.EnvPaymentKeys), "provider:hexkey,... the callback signing keys; the first entry of -name signs ($"+names.EnvPaymentKeys+")")
 	delay := fs.Duration("callback-delay", 0, "delay of each success callback")
 	dups := fs.Int("duplicates", 0, "extra copies of each success callback")
 	afterClose := fs.Bool("success-after-close", false, "succeed a payment even after its close (the channel's own race)")
@@ -56,7 +56,7 @@ func runProviderSim(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "provider-sim")
 	sim := &provider.Sim{ProviderName: *name, CallbackDelay: *delay, Duplicates: *dups, SuccessAfterClose: *afterClose,
-		Deliver: postCallback(strings.TrimRight(*callbackURL, "/")+"/v1/payments/"+*name+"/callbacks", keys[*name])}
+		Deliver: postCallback(strings.TrimRight(*callbackURL, "/")+"/v1/payments/"+*name+"/callbacks", keys[*name][0])}
 	mux := http.NewServeMux()
 	mux.Handle("/orders/", provider.Handler(sim))
 	mux.Handle("/refunds/", provider.Handler(sim))
@@ -75,7 +75,7 @@ func postCallback(endpoint string, key []byte) func(context.Context, uuid.UUID, 
 	hc := &http.Client{Timeout: 5 * time.Second}
 	return func(ctx context.Context, order uuid.UUID, p provider.Paid) error {
 		body, err := json.Marshal(payment.CallbackBody{TransactionID: p.TransactionID, OrderID: order.String(),
-			AmountCents: p.AmountCents, Status: "SUCCESS", PaidAtMs: p.At.UnixMilli()})
+			AmountCents: p.AmountCents, Currency: p.Currency, Status: "SUCCESS", PaidAtMs: p.At.UnixMilli()})
 		if err != nil {
 			return err
 		}
@@ -84,7 +84,7 @@ func postCallback(endpoint string, key []byte) func(context.Context, uuid.UUID, 
 			return err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(payment.SignatureHeader, payment.Sign(key, body))
+		payment.SignedHeaders(req.Header, key, time.Now(), body)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return fmt.Errorf("posting the callback of order %s: %w", order, err)

@@ -1,5 +1,7 @@
--- OrderInsert: one valid order per (activity, sku, user).
-INSERT INTO orders (order_id, activity_id, sku_id, user_id, request_id, reservation_id, status, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'CREATED', clock_timestamp() + $7::interval)
+-- OrderInsert: one valid order per (activity, sku, user), at its SKU's
+-- price (set when the stock was provisioned).
+INSERT INTO orders (order_id, activity_id, sku_id, user_id, request_id, reservation_id, status, expires_at, amount_cents, currency)
+SELECT $1::uuid, i.activity_id, i.sku_id, $4::bigint, $5::uuid, $6::uuid, 'CREATED', clock_timestamp() + $7::interval, i.price_cents, i.currency
+FROM sku_inventory i WHERE i.activity_id = $2 AND i.sku_id = $3
 ON CONFLICT (activity_id, sku_id, user_id) DO NOTHING
 RETURNING order_id;

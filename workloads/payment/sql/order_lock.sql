@@ -1,4 +1,4 @@
 -- OrderLock: the order a payment is for, locked for this transaction. $1 order.
-SELECT status, amount_cents, activity_id, sku_id, reservation_id
+SELECT status, amount_cents, currency, activity_id, sku_id, reservation_id
 FROM orders WHERE order_id = $1
 FOR UPDATE;

@@ -386,7 +386,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 	now = time.UnixMilli(now.UnixMilli()) // the precision the reservation records
 	rr := redisstore.ReserveRequest{Slot: slot, ReservationID: rid, MessageID: mid, RequestID: req.RequestID, UserID: user,
 		Now: now, BusinessDeadline: now.Add(s.cfg.BusinessDeadline), SendDue: now.Add(s.cfg.SendGrace),
-		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(), TraceID: r.Header.Get("X-Trace-ID")}
+		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(), TraceID: TraceID(r.Header.Get(TraceParentHeader))}
 	res, err := s.reserver.Reserve(r.Context(), rr)
 	// The user's bucket is empty: stock moves to it from a sibling that has
 	// some and the reservation is tried again, so SOLD_OUT means the SKU is

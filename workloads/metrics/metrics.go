@@ -207,13 +207,30 @@ func Handler(reg *prometheus.Registry, h *Health) http.Handler {
 	return mux
 }
 
+// Server timeouts of every HTTP server of the workloads: a client that
+// sends its headers or body slowly, reads the answer slowly or holds an idle
+// connection cannot keep a goroutine and a connection for ever.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 10 * time.Second // headers and body
+	WriteTimeout      = 30 * time.Second // from the end of the headers to the end of the answer
+	IdleTimeout       = 120 * time.Second
+	MaxHeaderBytes    = 16 << 10
+)
+
+// NewServer is an http.Server with the workloads' timeouts and header limit.
+func NewServer(addr string, handler http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
+}
+
 // Serve runs the handler on addr until ctx ends ("" or "0": not served).
 func Serve(ctx context.Context, addr string, handler http.Handler) error {
 	if addr == "" || addr == "0" {
 		<-ctx.Done()
 		return nil
 	}
-	srv := &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := NewServer(addr, handler)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {

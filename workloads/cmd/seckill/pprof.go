@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"time"
+
+	"github.com/seckill/seckill-operator/workloads/metrics"
 )
 
 // envPprofAddr, when set, serves Go's profiles (/debug/pprof/) on that
@@ -36,7 +37,8 @@ func startPprof() error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := metrics.NewServer("", mux)
+	srv.WriteTimeout = 0 // a CPU profile answers after its ?seconds=; loopback only
 	go func() { _ = srv.Serve(ln) }()
 	return nil
 }

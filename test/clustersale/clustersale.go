@@ -479,7 +479,7 @@ func (r *run) sale(ctx context.Context) error {
 	<-killed
 
 	// 2. Stock raised mid-sale.
-	if err := r.kubectlPatch(ctx, fmt.Sprintf(`{"spec":{"skus":[{"id":1,"stock":%d,"buckets":2}]}}`, stock+more)); err != nil {
+	if err := r.kubectlPatch(ctx, fmt.Sprintf(`{"spec":{"skus":[{"id":1,"stock":%d,"buckets":2,"priceCents":%d}]}}`, stock+more, clusterPriceCents)); err != nil {
 		return err
 	}
 	if err := r.until(ctx, "the stock increase reached PostgreSQL", time.Minute, func() bool {

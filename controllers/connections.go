@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/migrations"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/tokens"
 )
 
 // Endpoints are the stores of one activity, read from its Secrets.
@@ -41,6 +44,7 @@ func (e Endpoints) key() string {
 // Reasons of the Degraded condition when a store cannot be reached.
 const (
 	ReasonSecretMissing       = "SecretMissing"
+	ReasonSecretInvalid       = "SecretInvalid"
 	ReasonPostgresUnreachable = "PostgresUnreachable"
 	ReasonRedisUnreachable    = "RedisUnreachable"
 )
@@ -55,8 +59,9 @@ func (e *connError) Error() string { return e.err.Error() }
 func (e *connError) Unwrap() error { return e.err }
 
 // readEndpoints reads the activity's connection Secrets (uncached: the
-// operator needs get on Secrets, not a cluster-wide watch of them).
-func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.SeckillActivity) (Endpoints, error) {
+// operator needs get on Secrets, not a cluster-wide watch of them), and with
+// workloads those the workloads read too, checked as they will read them.
+func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.SeckillActivity, workloads bool) (Endpoints, error) {
 	digest := sha256.New()
 	get := func(sel corev1.SecretKeySelector) (string, error) {
 		var s corev1.Secret
@@ -87,19 +92,64 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 	if e.RedisMode == "" {
 		e.RedisMode = "single"
 	}
-	// The workloads need these too; a missing one is reported now, not
-	// when a pod crash-loops.
-	more := []corev1.SecretKeySelector{c.RocketMQEndpointSecret, c.IDKeysSecret, c.TokenKeySecret}
-	if c.PaymentKeysSecret != nil {
-		more = append(more, *c.PaymentKeysSecret)
+	if !workloads { // archiving needs the stores only
+		return e, nil
+	}
+	// The workloads need these too; a missing or malformed one is reported
+	// now, not when a pod crash-loops.
+	more := []corev1.SecretKeySelector{c.RocketMQEndpointSecret, c.IDKeysSecret}
+	for _, sel := range []*corev1.SecretKeySelector{c.TokenKeySecret, c.PaymentKeysSecret} {
+		if sel != nil {
+			more = append(more, *sel)
+		}
 	}
 	for _, sel := range more {
 		if _, err := get(sel); err != nil {
 			return e, err
 		}
 	}
+	if c.TokenKeySecret != nil {
+		v, _ := get(*c.TokenKeySecret)
+		if err := tokens.NewVerifier().AddHMAC(tokens.DefaultKID, []byte(v)); err != nil {
+			return e, &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", act.Namespace, c.TokenKeySecret.Name, c.TokenKeySecret.Key, err)}
+		}
+	}
+	if c.TokenKeysSecret != nil {
+		if err := checkTokenKeys(ctx, r, act.Namespace, c.TokenKeysSecret.Name, digest); err != nil {
+			return e, err
+		}
+	}
 	e.SecretsHash = hex.EncodeToString(digest.Sum(nil)[:8])
 	return e, nil
+}
+
+// checkTokenKeys reads the Secret of token key files the gateway mounts and
+// checks every key as the gateway will load it, naming the bad one.
+func checkTokenKeys(ctx context.Context, r client.Reader, ns, name string, digest io.Writer) error {
+	var s corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &connError{ReasonSecretMissing, fmt.Errorf("secret %s/%s not found", ns, name)}
+		}
+		return &connError{ReasonSecretMissing, fmt.Errorf("reading secret %s/%s: %w", ns, name, err)}
+	}
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	v := tokens.NewVerifier()
+	for _, k := range keys {
+		if err := v.AddFile(k, s.Data[k]); err != nil {
+			return &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", ns, name, k, err)}
+		}
+		fmt.Fprintf(digest, "%s\x00%s\x00%d:", name, k, len(s.Data[k]))
+		_, _ = digest.Write(s.Data[k])
+	}
+	if v.Keys() == 0 {
+		return &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s holds no token key (<kid>.hs256 or <kid>.es256.pem)", ns, name)}
+	}
+	return nil
 }
 
 // Stores opens (and caches) the stores behind a set of endpoints. The

@@ -98,7 +98,7 @@ func (r *SeckillActivityReconciler) finalize(ctx context.Context, act *seckillv1
 		return ctrl.Result{}, nil
 	}
 	if act.Annotations[AnnotationSkipArchive] != "true" {
-		store, _, err := r.open(ctx, act)
+		store, _, err := r.open(ctx, act, false) // a bad workload key must not block the archive
 		if err != nil {
 			return r.degraded(ctx, act.DeepCopy(), act, fmt.Errorf("archiving before deletion: %w", err))
 		}

@@ -63,7 +63,7 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 	act.Annotations = nil
 	act.Spec.ActivityID = activity
 	for _, sel := range []*corev1.SecretKeySelector{&act.Spec.Connections.PostgresDSNSecret, &act.Spec.Connections.Redis.AddressesSecret,
-		&act.Spec.Connections.RocketMQEndpointSecret, &act.Spec.Connections.IDKeysSecret, &act.Spec.Connections.TokenKeySecret} {
+		&act.Spec.Connections.RocketMQEndpointSecret, &act.Spec.Connections.IDKeysSecret, act.Spec.Connections.TokenKeySecret} {
 		sel.Name = secret.Name
 	}
 	now := time.Now().Truncate(time.Second)

@@ -106,7 +106,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	observeSpec(&act, st)
 	now := r.now()
 
-	store, secrets, err := r.open(ctx, &act)
+	store, secrets, err := r.open(ctx, &act, true)
 	if err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
@@ -169,12 +169,12 @@ func (r *SeckillActivityReconciler) now() time.Time {
 
 // open reads the connection Secrets and opens the stores; it also returns
 // the digest of the Secrets' values the workloads' pods are rolled on.
-func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity) (*control.Store, string, error) {
+func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity, workloads bool) (*control.Store, string, error) {
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
 	}
-	e, err := readEndpoints(ctx, reader, act)
+	e, err := readEndpoints(ctx, reader, act, workloads)
 	if err != nil {
 		return nil, "", err
 	}

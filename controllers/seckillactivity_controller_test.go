@@ -70,6 +70,7 @@ func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
 		{"duplicate SKU ids", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[1].ID = a.Spec.SKUs[0].ID }, "spec.skus[1]"},
 		{"too many buckets", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[0].Buckets = 65 }, "spec.skus[0].buckets"},
 		{"no price", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[0].PriceCents = 0 }, "spec.skus[0].priceCents"},
+		{"no token key", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Connections.TokenKeySecret = nil }, "tokenKeySecret or tokenKeysSecret is required"},
 		{"negative price", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[1].PriceCents = -5 }, "spec.skus[1].priceCents"},
 		{"currency not ISO 4217", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Currency = "euro" }, "spec.currency"},
 		{"min above max", func(a *seckillv1alpha1.SeckillActivity) {

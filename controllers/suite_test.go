@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -101,7 +102,7 @@ func validActivity(name string) *seckillv1alpha1.SeckillActivity {
 				Redis:                  seckillv1alpha1.RedisConnection{AddressesSecret: sel("redis-addrs")},
 				RocketMQEndpointSecret: sel("rmq-endpoint"),
 				IDKeysSecret:           sel("id-keys"),
-				TokenKeySecret:         sel("token-key"),
+				TokenKeySecret:         ptr.To(sel("token-key")),
 			},
 			Workloads: seckillv1alpha1.WorkloadsSpec{Image: "seckill/workloads:dev"},
 		},

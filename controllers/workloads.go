@@ -24,6 +24,7 @@ import (
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/tokens"
 )
 
 // Components: the workloads one activity runs (one image, one subcommand each).
@@ -151,8 +152,15 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	}
 	switch {
 	case component == ComponentGateway:
-		env = append(env, secretEnv(names.EnvTokenKey, c.TokenKeySecret),
-			corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)})
+		if c.TokenKeySecret != nil {
+			env = append(env, secretEnv(names.EnvTokenKey, *c.TokenKeySecret))
+		}
+		if c.TokenKeysSecret != nil {
+			env = append(env, corev1.EnvVar{Name: names.EnvTokenKeysDir, Value: tokenKeysDir})
+		}
+		env = append(env, corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)},
+			corev1.EnvVar{Name: names.EnvTokenIssuer, Value: orDefault(act.Spec.Tokens.Issuer, tokens.DefaultIssuer)},
+			corev1.EnvVar{Name: names.EnvTokenAudience, Value: orDefault(act.Spec.Tokens.Audience, tokens.DefaultAudience)})
 	case component == ComponentCanceller && act.Spec.PaymentChannel != nil:
 		env = append(env, corev1.EnvVar{Name: "SECKILL_PROVIDER_URL", Value: act.Spec.PaymentChannel.URL},
 			corev1.EnvVar{Name: "SECKILL_PROVIDER_NAME", Value: act.Spec.PaymentChannel.Name},
@@ -189,17 +197,38 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 		// (a restart costs more than a few refused requests).
 		ctr.ReadinessProbe.PeriodSeconds, ctr.ReadinessProbe.FailureThreshold = 5, 2
 	}
+	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+		SizeLimit: ptr.To(resource.MustParse("64Mi"))}}}}
+	if component == ComponentGateway && c.TokenKeysSecret != nil {
+		// The token keys as files: a rotated Secret reaches the files (the
+		// pods roll too: the Secret is part of the secrets hash).
+		volumes = append(volumes, corev1.Volume{Name: "token-keys", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: c.TokenKeysSecret.Name, DefaultMode: ptr.To(int32(0o440))}}})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "token-keys", MountPath: tokenKeysDir, ReadOnly: true})
+	}
+	if component == ComponentGateway {
+		ctr.Args = append(ctr.Args, "-token-max-lifetime="+dur(act.Spec.Tokens.MaxLifetime, tokens.DefaultMaxLifetime).String())
+	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels(act, component), Annotations: map[string]string{"seckill.io/spec-hash": specHash(act)}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{ctr}, RestartPolicy: restart,
-			Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-				SizeLimit: ptr.To(resource.MustParse("64Mi"))}}}},
+			Volumes: volumes,
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			TerminationGracePeriodSeconds: ptr.To(int64(30)),
 		},
 	}
+}
+
+// tokenKeysDir is where the gateway finds the Secret of token keys.
+const tokenKeysDir = "/etc/seckill/token-keys" //nolint:gosec // a mount path, not a credential
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 // defaultRequests are the workloads' requests when the spec sets none: a

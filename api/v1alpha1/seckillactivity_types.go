@@ -54,6 +54,7 @@ type RedisConnection struct {
 }
 
 // Connections references the Secrets that hold the stores' endpoints and keys.
+// +kubebuilder:validation:XValidation:rule="has(self.tokenKeySecret) || has(self.tokenKeysSecret)",message="tokenKeySecret or tokenKeysSecret is required"
 type Connections struct {
 	// PostgresDSNSecret holds the PostgreSQL DSN.
 	PostgresDSNSecret corev1.SecretKeySelector `json:"postgresDSNSecret"`
@@ -64,12 +65,42 @@ type Connections struct {
 	// IDKeysSecret holds the HMAC keys of the stable business ids
 	// ("<version>:<hex key>,..."); old versions must stay for rotation.
 	IDKeysSecret corev1.SecretKeySelector `json:"idKeysSecret"`
-	// TokenKeySecret holds the HMAC key that verifies the users' bearer tokens.
-	TokenKeySecret corev1.SecretKeySelector `json:"tokenKeySecret"`
+	// TokenKeySecret holds an HS256 key that verifies the users' bearer
+	// tokens (their kid "default"). At least 32 bytes.
+	// +optional
+	TokenKeySecret *corev1.SecretKeySelector `json:"tokenKeySecret,omitempty"`
+	// TokenKeysSecret names a Secret of token keys mounted into the gateway,
+	// one per data key: <kid>.hs256 (a raw HMAC key of at least 32 bytes) or
+	// <kid>.es256.pem (an EC P-256 public key, PEM). Every key verifies the
+	// tokens naming its kid, so keys are rotated by adding the next one
+	// before issuers switch and removing the old one after.
+	// +optional
+	TokenKeysSecret *corev1.LocalObjectReference `json:"tokenKeysSecret,omitempty"`
 	// PaymentKeysSecret holds the payment providers' callback HMAC keys
 	// ("<provider>:<hex key>,..."); when set, the payments workload runs.
 	// +optional
 	PaymentKeysSecret *corev1.SecretKeySelector `json:"paymentKeysSecret,omitempty"`
+}
+
+// TokensSpec is what the gateway requires of a bearer token (JWT, HS256 or
+// ES256, with a kid naming one of the keys).
+type TokensSpec struct {
+	// Issuer is the required iss claim.
+	// +kubebuilder:default="seckill"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Issuer string `json:"issuer,omitempty"`
+	// Audience is the required aud claim (one of the token's audiences).
+	// +kubebuilder:default="seckill-gateway"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Audience string `json:"audience,omitempty"`
+	// MaxLifetime is the longest exp − iat accepted.
+	// +kubebuilder:default="2h"
+	// +optional
+	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 }
 
 // PaymentChannelSpec is the payment provider's merchant API the timeout
@@ -192,6 +223,9 @@ type SeckillActivitySpec struct {
 	Connections Connections `json:"connections"`
 	// Workloads' image and resources.
 	Workloads WorkloadsSpec `json:"workloads"`
+	// Tokens are the rules every buyer's bearer token must meet.
+	// +optional
+	Tokens TokensSpec `json:"tokens,omitempty"`
 	// Scaling of the order consumers.
 	// +optional
 	Scaling ScalingSpec `json:"scaling,omitempty"`

@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
@@ -325,7 +326,7 @@ func (r *run) apply(ctx context.Context) error {
 			Schedule: seckillv1alpha1.Schedule{Start: metav1.NewTime(start), End: metav1.NewTime(start.Add(30 * time.Minute))},
 			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"),
 				Redis:                  seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs")},
-				RocketMQEndpointSecret: ref("rmq-endpoint"), IDKeysSecret: ref("id-keys"), TokenKeySecret: ref("token-key")},
+				RocketMQEndpointSecret: ref("rmq-endpoint"), IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
 			Workloads: seckillv1alpha1.WorkloadsSpec{Image: r.image, ImagePullPolicy: corev1.PullNever},
 			Scaling: seckillv1alpha1.ScalingSpec{MinConsumers: 1, MaxConsumers: 4, TargetDrainTime: d(3 * time.Second),
 				ScaleDownStabilization: d(15 * time.Second), CompensationPauseAfter: d(15 * time.Second)},

@@ -30,6 +30,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/tokens"
 )
 
 // Codes of the API.
@@ -90,8 +91,11 @@ type Sender interface {
 type Config struct {
 	ActivityID int64
 	// SKUs maps sku id to its number of Redis buckets.
-	SKUs             map[int64]int
-	Topic            string
+	SKUs  map[int64]int
+	Topic string
+	// Tokens verifies the bearer tokens; when nil, TokenKey is its one
+	// HS256 key (under tokens.DefaultKID).
+	Tokens           *tokens.Verifier
 	TokenKey         []byte
 	InsecureDevUsers bool // trust X-User-ID (dev only; off by default)
 	BusinessDeadline time.Duration
@@ -151,6 +155,7 @@ type Server struct {
 	draining atomic.Bool
 	sendq    *sendQueue // nil: sends in the request
 	reserver reserver   // the store, or its batcher
+	tokens   *tokens.Verifier
 	batcher  *redisstore.ReserveBatcher
 }
 
@@ -207,6 +212,15 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	}
 	s.stock = &borrower{redis: rs, hold: cfg.SoldOutHold, max: cfg.MoveMax, moved: s.m.moved, soldOut: map[int64]time.Time{}}
 	reg.MustRegister(s.m.requests, s.m.created, s.m.sendUnknown, s.m.latency, s.m.moved)
+	s.tokens = cfg.Tokens
+	if s.tokens == nil {
+		s.tokens = tokens.NewVerifier()
+		if len(cfg.TokenKey) > 0 {
+			if err := s.tokens.AddHMAC(tokens.DefaultKID, cfg.TokenKey); err != nil {
+				log.Error("token key refused: every token will be", "error", err)
+			}
+		}
+	}
 	s.reserver = rs
 	if cfg.ReserveLanes > 0 {
 		if cfg.ReserveBatch < 1 {
@@ -331,7 +345,7 @@ func (s *Server) user(r *http.Request) (int64, error) {
 	if !ok {
 		return 0, ErrUnauthenticated
 	}
-	return VerifyToken(token, s.cfg.TokenKey, s.now())
+	return s.tokens.Verify(token, s.now())
 }
 
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {

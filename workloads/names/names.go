@@ -52,10 +52,15 @@ const (
 	EnvIDKeys       = "SECKILL_ID_KEYS"
 	EnvIDKeyCurrent = "SECKILL_ID_KEY_CURRENT"
 	EnvTokenKey     = "SECKILL_TOKEN_KEY" //nolint:gosec // the name of a variable, not a credential
-	EnvActivityID   = "SECKILL_ACTIVITY_ID"
-	EnvHTTPAddr     = "SECKILL_HTTP_ADDR"
-	EnvMetricsAddr  = "SECKILL_METRICS_ADDR"
-	EnvPaymentKeys  = "SECKILL_PAYMENT_KEYS"
+	// EnvTokenKeysDir, EnvTokenIssuer and EnvTokenAudience configure the
+	// gateway's token verifier (a mounted Secret of keys; iss and aud).
+	EnvTokenKeysDir  = "SECKILL_TOKEN_KEYS_DIR" //nolint:gosec // the name of a variable, not a credential
+	EnvTokenIssuer   = "SECKILL_TOKEN_ISSUER"
+	EnvTokenAudience = "SECKILL_TOKEN_AUDIENCE"
+	EnvActivityID    = "SECKILL_ACTIVITY_ID"
+	EnvHTTPAddr      = "SECKILL_HTTP_ADDR"
+	EnvMetricsAddr   = "SECKILL_METRICS_ADDR"
+	EnvPaymentKeys   = "SECKILL_PAYMENT_KEYS"
 )
 
 // GatewayPort is the gateway's HTTP port in the pod; MetricsPort serves the

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/tokens"
 )
 
 func runGateway(ctx context.Context, args []string) error {
@@ -24,7 +25,12 @@ func runGateway(ctx context.Context, args []string) error {
 	c.Bind(fs)
 	addr := fs.String("addr", envOr(names.EnvHTTPAddr, ":"+strconv.Itoa(names.DefaultPorts["gateway"])), "listen address ($"+names.EnvHTTPAddr+")")
 	topic := fs.String("create-topic", names.TopicOrderCreate, "order-create topic")
-	tokenKey := fs.String("token-key", os.Getenv(names.EnvTokenKey), "HMAC key of the bearer tokens ($"+names.EnvTokenKey+")")
+	tokenKey := fs.String("token-key", os.Getenv(names.EnvTokenKey), "HS256 key of the bearer tokens, under kid \""+tokens.DefaultKID+"\" ($"+names.EnvTokenKey+")")
+	tokenDir := fs.String("token-keys-dir", os.Getenv(names.EnvTokenKeysDir), "directory of token keys: <kid>.hs256 (raw HMAC key), <kid>.es256.pem (EC P-256 public key); several for rotation ($"+names.EnvTokenKeysDir+")")
+	issuer := fs.String("token-issuer", envOr(names.EnvTokenIssuer, tokens.DefaultIssuer), "the tokens' required iss ($"+names.EnvTokenIssuer+")")
+	audience := fs.String("token-audience", envOr(names.EnvTokenAudience, tokens.DefaultAudience), "the tokens' required aud ($"+names.EnvTokenAudience+")")
+	maxLife := fs.Duration("token-max-lifetime", tokens.DefaultMaxLifetime, "longest exp − iat accepted")
+	leeway := fs.Duration("token-leeway", tokens.DefaultLeeway, "clock skew allowed on exp, nbf and iat")
 	insecure := fs.Bool("insecure-dev-users", false, "trust the X-User-ID header (development only)")
 	deadline := fs.Duration("business-deadline", 5*time.Minute, "business deadline of a reservation")
 	rate := fs.Int("rate", 0, "requests per second this gateway admits (0: unlimited)")
@@ -39,8 +45,23 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := c.Check(config.Need{PG: true, Redis: true, RMQ: true, Slots: true, Keys: true}); err != nil {
 		errs = append(errs, err)
 	}
-	if len(*tokenKey) < 32 && !*insecure {
-		errs = append(errs, errors.New("-token-key must be at least 32 bytes"))
+	verifier := tokens.NewVerifier()
+	verifier.Issuer, verifier.Audience, verifier.MaxLifetime, verifier.Leeway = *issuer, *audience, *maxLife, *leeway
+	if *tokenKey != "" {
+		if err := verifier.AddHMAC(tokens.DefaultKID, []byte(*tokenKey)); err != nil {
+			errs = append(errs, errors.New("-token-key must be at least 32 bytes"))
+		}
+	}
+	if *tokenDir != "" {
+		if err := verifier.LoadDir(*tokenDir); err != nil {
+			errs = append(errs, fmt.Errorf("-token-keys-dir: %w", err))
+		}
+	}
+	if verifier.Keys() == 0 && !*insecure {
+		errs = append(errs, errors.New("no token key: -token-key (at least 32 bytes) or -token-keys-dir"))
+	}
+	if *issuer == "" || *audience == "" || *maxLife <= 0 || *leeway < 0 || *leeway > 5*time.Minute {
+		errs = append(errs, errors.New("-token-issuer and -token-audience must be set, -token-max-lifetime positive, -token-leeway within [0, 5m]"))
 	}
 	if *deadline <= 0 || *rate < 0 || *drainDelay < 0 || *drainDelay > 20*time.Second {
 		errs = append(errs, errors.New("-business-deadline must be positive, -rate non-negative, -drain-delay within [0, 20s]"))
@@ -75,7 +96,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, TokenKey: []byte(*tokenKey),
+	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, Tokens: verifier,
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
 		SendAttempts: 2, SendTimeout: time.Second, SendWorkers: *sendWorkers, SendQueue: *sendQueue, ReserveLanes: *reserveLanes, RatePerSecond: *rate, Failpoint: failpoint,
 		BrokerReachable: func(ctx context.Context) error { return mq.Reachable(ctx, c.RMQEndpoint) }}, redisstore.New(rdb), pool, prod, ring, log)

@@ -232,6 +232,7 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		require.Equal(t, "64Mi", ctr.Resources.Requests.Memory().String(), c)
 		require.Empty(t, ctr.Resources.Limits, "no guessed limit")
 		if c == ComponentPayments {
+			require.Contains(t, ctr.Args, "-rate=200", "the callbacks' limit (spec.limits.callbacksPerSecond)")
 			require.Equal(t, "payment-keys", env["SECKILL_PAYMENT_KEYS"].ValueFrom.SecretKeyRef.Key)
 		}
 		if c == ComponentCanceller {

@@ -58,6 +58,10 @@ func TestTokenKeysSecretIsCheckedAndMounted(t *testing.T) {
 	require.Equal(t, "https://login.shop.example", env[names.EnvTokenIssuer].Value)
 	require.Equal(t, "flash-sale", env[names.EnvTokenAudience].Value)
 	require.Contains(t, ctr.Args, "-token-max-lifetime=30m0s")
+	// The limits' defaults (the CRD's) reach the gateway.
+	for _, arg := range []string{"-user-limit=20", "-user-window=10s", "-status-rate=1000", "-rate=0"} {
+		require.Contains(t, ctr.Args, arg)
+	}
 	var mounted bool
 	for _, v := range pod.Volumes {
 		mounted = mounted || (v.Secret != nil && v.Secret.SecretName == keys.Name)

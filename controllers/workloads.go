@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -76,7 +77,8 @@ func workers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
 func runningWorkers(act *seckillv1alpha1.SeckillActivity, consumers int32) []worker {
 	s := act.Spec
 	ws := []worker{
-		{ComponentGateway, []string{"gateway", "-business-deadline=" + dur(s.BusinessDeadline, defaultDeadline).String(), "-drain-delay=5s"}, s.Workloads.GatewayReplicas, names.GatewayPort, 1},
+		{ComponentGateway, append([]string{"gateway", "-business-deadline=" + dur(s.BusinessDeadline, defaultDeadline).String(), "-drain-delay=5s"},
+			limitArgs(s.Limits)...), s.Workloads.GatewayReplicas, names.GatewayPort, 1},
 		{ComponentConsumer, []string{"consumer", "-payment-window=" + dur(s.PaymentWindow, defaultPaymentWindow).String()}, consumers, names.MetricsPort, 1},
 		{ComponentProjector, []string{"projector"}, 1, names.MetricsPort, 0},
 		{ComponentScanner, []string{"scanner"}, 1, names.MetricsPort, 0},
@@ -87,9 +89,35 @@ func runningWorkers(act *seckillv1alpha1.SeckillActivity, consumers int32) []wor
 		ws = append(ws, worker{ComponentCanceller, []string{"canceller", "-payment-window=" + dur(s.PaymentWindow, defaultPaymentWindow).String()}, 1, names.MetricsPort, 0})
 	}
 	if s.Connections.PaymentKeysSecret != nil {
-		ws = append(ws, worker{ComponentPayments, []string{"payments"}, 2, names.GatewayPort, 1})
+		ws = append(ws, worker{ComponentPayments, []string{"payments", fmt.Sprintf("-rate=%d", i32(s.Limits.CallbacksPerSecond, defaultCallbacksPerSecond))}, 2, names.GatewayPort, 1})
 	}
 	return ws
+}
+
+// The limits' defaults when the manifest was stored without them (the
+// CRD's defaults are the same).
+const (
+	defaultPerUserRequests    = 20
+	defaultPerUserWindow      = 10 * time.Second
+	defaultStatusPerSecond    = 1000
+	defaultCallbacksPerSecond = 200
+)
+
+func i32(v *int32, def int32) int32 {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+// limitArgs are the gateway's flags of spec.limits.
+func limitArgs(l seckillv1alpha1.LimitsSpec) []string {
+	return []string{
+		fmt.Sprintf("-user-limit=%d", i32(l.PerUserRequests, defaultPerUserRequests)),
+		"-user-window=" + dur(l.PerUserWindow, defaultPerUserWindow).String(),
+		fmt.Sprintf("-status-rate=%d", i32(l.StatusRequestsPerSecond, defaultStatusPerSecond)),
+		fmt.Sprintf("-rate=%d", l.GatewayRequestsPerSecond),
+	}
 }
 
 // served are the components behind a Service (HTTP on port 80).

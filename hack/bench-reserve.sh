@@ -28,10 +28,10 @@ cpu_us=()
 for _ in $(seq "$RUNS"); do
   before=$(redis_cpu)
   rps=$(redis-benchmark -p "$PORT" -n "$N" -c 32 -r 1000000000 -q \
-    EVALSHA "$sha" 8 "seckill:$tag:window" "seckill:$tag:stock" "seckill:$tag:counter" \
+    EVALSHA "$sha" 9 "seckill:$tag:window" "seckill:$tag:stock" "seckill:$tag:counter" \
     "seckill:$tag:request:__rand_int__" "seckill:$tag:user:__rand_int__" \
-    "seckill:$tag:reservation:__rand_int__" "seckill:$tag:send_due" "seckill:$tag:open" \
-    rid mid req 1 1 __rand_int__ -1 1782360000000 1782360300000 1782360005000 600000 1 1 t \
+    "seckill:$tag:reservation:__rand_int__" "seckill:$tag:send_due" "seckill:$tag:open" "seckill:$tag:rate:__rand_int__" \
+    rid mid req 1 1 __rand_int__ -1 1782360000000 1782360300000 1782360005000 600000 1 1 t 20 10000 \
     | tr '\r' '\n' | sed -nE 's/.*: ([0-9.,]+) requests per second.*/\1/p' | tail -1 | tr -d ',')
   [ -n "$rps" ] || { echo "redis-benchmark gave no figure (a script error?)" >&2; exit 1; }
   ceiling+=("$rps")

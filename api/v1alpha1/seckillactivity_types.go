@@ -82,6 +82,39 @@ type Connections struct {
 	PaymentKeysSecret *corev1.SecretKeySelector `json:"paymentKeysSecret,omitempty"`
 }
 
+// LimitsSpec bounds abuse. The per-user limit is counted in Redis next to
+// the reservation keys, so every gateway replica shares it; the others are
+// per replica.
+type LimitsSpec struct {
+	// PerUserRequests is how many reservation requests (retries included) one
+	// user may send per PerUserWindow and SKU; 0 turns the limit off.
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	PerUserRequests *int32 `json:"perUserRequests,omitempty"`
+	// PerUserWindow is the window of PerUserRequests.
+	// +kubebuilder:default="10s"
+	// +optional
+	PerUserWindow *metav1.Duration `json:"perUserWindow,omitempty"`
+	// GatewayRequestsPerSecond is what one gateway replica admits; 0: unlimited.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	GatewayRequestsPerSecond int32 `json:"gatewayRequestsPerSecond,omitempty"`
+	// StatusRequestsPerSecond is what one gateway replica admits on the
+	// status endpoint.
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	StatusRequestsPerSecond *int32 `json:"statusRequestsPerSecond,omitempty"`
+	// CallbacksPerSecond is what one payments replica admits; beyond, the
+	// provider is told to send again (429).
+	// +kubebuilder:default=200
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CallbacksPerSecond *int32 `json:"callbacksPerSecond,omitempty"`
+}
+
 // TokensSpec is what the gateway requires of a bearer token (JWT, HS256 or
 // ES256, with a kid naming one of the keys).
 type TokensSpec struct {
@@ -223,6 +256,9 @@ type SeckillActivitySpec struct {
 	Connections Connections `json:"connections"`
 	// Workloads' image and resources.
 	Workloads WorkloadsSpec `json:"workloads"`
+	// Limits bound what one buyer, one gateway and one payments replica take.
+	// +optional
+	Limits LimitsSpec `json:"limits,omitempty"`
 	// Tokens are the rules every buyer's bearer token must meet.
 	// +optional
 	Tokens TokensSpec `json:"tokens,omitempty"`

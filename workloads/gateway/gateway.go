@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
@@ -126,6 +126,13 @@ type Config struct {
 	// BrokerReachable, when set, tells /healthz whether the broker answers
 	// (e.g. a TCP connect to its endpoint).
 	BrokerReachable func(context.Context) error
+	// UserLimit is how many reservation requests one user may send per
+	// UserWindow, counted in Redis so that every replica shares it (0: none).
+	UserLimit  int
+	UserWindow time.Duration
+	// StatusPerSecond bounds the status endpoint's requests per second in
+	// this process (0: unlimited).
+	StatusPerSecond int
 	// ReserveLanes, when > 0, sends concurrent reservations to Redis in
 	// pipelines of at most ReserveBatch (default 64), this many at a time
 	// (redisstore.ReserveBatcher); 0 runs each reservation on its own.
@@ -144,12 +151,14 @@ type Server struct {
 	sender  Sender
 	ring    *ids.Keyring
 	breaker *Breaker
-	limiter *limiter
-	stock   *borrower
-	log     *slog.Logger
-	now     func() time.Time
-	reg     *prometheus.Registry
-	m       metrics
+	limiter *rate.Limiter
+	// statusLimiter bounds the status endpoint.
+	statusLimiter *rate.Limiter
+	stock         *borrower
+	log           *slog.Logger
+	now           func() time.Time
+	reg           *prometheus.Registry
+	m             metrics
 	// draining: shutdown began; readiness fails so that the Service stops
 	// routing here while the requests already on their way are answered.
 	draining atomic.Bool
@@ -202,7 +211,7 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	}
 	reg := prometheus.NewRegistry()
 	s := &Server{cfg: cfg, redis: rs, pg: pg, sender: sender, ring: ring, log: log, now: time.Now, reg: reg,
-		breaker: &Breaker{Threshold: 5, Cooldown: 5 * time.Second}, limiter: newLimiter(cfg.RatePerSecond)}
+		breaker: &Breaker{Threshold: 5, Cooldown: 5 * time.Second}, limiter: newLimiter(cfg.RatePerSecond), statusLimiter: newLimiter(cfg.StatusPerSecond)}
 	s.m = metrics{
 		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Reservation requests by answer code."}, []string{"code"}),
 		created:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_created_total", Help: "Redis reservations created."}),
@@ -375,7 +384,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 	if err != nil {
 		return answer{Code: CodeInvalid, Message: err.Error()}
 	}
-	if !s.limiter.allow(s.now()) {
+	if !s.limiter.AllowN(s.now(), 1) {
 		return answer{Code: CodeRateLimited, Message: "too many requests, retry with the same request_id"}
 	}
 	now := s.now()
@@ -400,8 +409,10 @@ func (s *Server) doReserve(r *http.Request) answer {
 	now = time.UnixMilli(now.UnixMilli()) // the precision the reservation records
 	rr := redisstore.ReserveRequest{Slot: slot, ReservationID: rid, MessageID: mid, RequestID: req.RequestID, UserID: user,
 		Now: now, BusinessDeadline: now.Add(s.cfg.BusinessDeadline), SendDue: now.Add(s.cfg.SendGrace),
-		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(), TraceID: TraceID(r.Header.Get(TraceParentHeader))}
+		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(), TraceID: TraceID(r.Header.Get(TraceParentHeader)),
+		UserLimit: s.cfg.UserLimit, UserWindow: s.cfg.UserWindow}
 	res, err := s.reserver.Reserve(r.Context(), rr)
+	rr.UserLimit = 0 // the tries below are this request's, counted once
 	// The user's bucket is empty: stock moves to it from a sibling that has
 	// some and the reservation is tried again, so SOLD_OUT means the SKU is
 	// sold out, not this bucket. Each retry follows a move of at least one
@@ -446,6 +457,8 @@ func (s *Server) doReserve(r *http.Request) answer {
 		return answer{Code: CodeQueued, ReservationID: res.ReservationID, Status: res.Status}
 	case redisstore.ReserveSoldOut:
 		return answer{Code: CodeSoldOut, Message: "sold out"}
+	case redisstore.ReserveRateLimited:
+		return answer{Code: CodeRateLimited, Message: "too many requests from this user, retry later with the same request_id"}
 	case redisstore.ReserveAlreadyPurchased:
 		return answer{Code: CodeAlreadyPurchased, Message: "one per customer", ReservationID: res.ReservationID}
 	case redisstore.ReserveWindowClosed:
@@ -503,6 +516,10 @@ func (s *Server) send(ctx context.Context, rr redisstore.ReserveRequest) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	if !s.statusLimiter.AllowN(s.now(), 1) {
+		s.write(w, answer{Code: CodeRateLimited, Message: "too many status requests, retry later"})
+		return
+	}
 	user, err := s.user(r)
 	if err != nil {
 		s.write(w, answer{Code: CodeUnauthenticated, Message: "a valid bearer token is required"})
@@ -588,31 +605,11 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// limiter is a process-wide token bucket (0 per second: unlimited).
-type limiter struct {
-	mu     sync.Mutex
-	rate   float64
-	tokens float64
-	last   time.Time
-}
-
-func newLimiter(perSecond int) *limiter {
-	return &limiter{rate: float64(perSecond), tokens: float64(perSecond)}
-}
-
-func (l *limiter) allow(now time.Time) bool {
-	if l.rate <= 0 {
-		return true
+// newLimiter is a process-wide token bucket of perSecond requests, a
+// second's worth of burst (0: unlimited).
+func newLimiter(perSecond int) *rate.Limiter {
+	if perSecond <= 0 {
+		return rate.NewLimiter(rate.Inf, 0)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() {
-		l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	}
-	l.last = now
-	if l.tokens < 1 {
-		return false
-	}
-	l.tokens--
-	return true
+	return rate.NewLimiter(rate.Limit(perSecond), perSecond)
 }

@@ -388,3 +388,26 @@ func TestUnitGivenBackIsSoldFromAnyBucket(t *testing.T) {
 	r := f.post(t, path, bearer(buyer), body(ids.NewRandom()))
 	require.Equal(t, gateway.CodeQueued, r.Code)
 }
+
+// The per-user limit (in Redis, shared by replicas) answers 429 past the
+// limit; the status endpoint has its own per-process limit.
+func TestUserAndStatusLimits(t *testing.T) {
+	f := newFixture(t, 5, nil, func(c *gateway.Config) { c.UserLimit, c.UserWindow, c.StatusPerSecond = 2, time.Minute, 1 })
+	first := f.post(t, f.path(), bearer(1), body(ids.NewRandom()))
+	require.Equal(t, gateway.CodeQueued, first.Code)
+	require.Equal(t, gateway.CodeAlreadyPurchased, f.post(t, f.path(), bearer(1), body(ids.NewRandom())).Code)
+	limited := f.post(t, f.path(), bearer(1), body(ids.NewRandom()))
+	require.Equal(t, []any{http.StatusTooManyRequests, gateway.CodeRateLimited}, []any{limited.status, limited.Code})
+	require.Equal(t, gateway.CodeQueued, f.post(t, f.path(), bearer(2), body(ids.NewRandom())).Code, "another user is not limited")
+
+	status := func() int {
+		req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/reservations/"+first.RID, nil)
+		req.Header.Set("Authorization", bearer(1))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusAccepted, status())
+	require.Equal(t, http.StatusTooManyRequests, status())
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 )
@@ -136,8 +137,11 @@ type Handler struct {
 	// Window is how far the signed timestamp may be from now (default
 	// DefaultWindow): a callback captured and replayed later is refused.
 	Window time.Duration
-	Log    *slog.Logger
-	now    func() time.Time
+	// Limiter, when set, bounds the callbacks this process reads per second;
+	// beyond it a callback is answered 429 RETRY before its body is read.
+	Limiter *rate.Limiter
+	Log     *slog.Logger
+	now     func() time.Time
 }
 
 type reply struct {
@@ -155,6 +159,10 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(reply{Code: code, Message: msg})
+	}
+	if h.Limiter != nil && !h.Limiter.Allow() {
+		answer(http.StatusTooManyRequests, "RETRY", "too many callbacks; send again later")
+		return
 	}
 	provider := r.PathValue("provider")
 	keys, ok := h.Keys[provider]

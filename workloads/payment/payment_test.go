@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
@@ -296,4 +297,22 @@ func TestRefundOfPaidAfterCancel(t *testing.T) {
 	r, err = s.Apply(ctx, paid)
 	require.NoError(t, err)
 	require.Equal(t, payment.ResultPaidAfterCancel, r)
+}
+
+// Past the handler's rate a callback is answered 429 RETRY unread: the
+// provider sends it again, nothing is written.
+func TestCallbacksOverTheRateAreRetried(t *testing.T) {
+	pool := testenv.Database(t)
+	key := []byte("provider-key-0123456789abcdef0123")
+	mux := http.NewServeMux()
+	(&payment.Handler{Store: &payment.Store{Pool: pool}, Keys: map[string][][]byte{"sim": {key}}, Limiter: rate.NewLimiter(rate.Every(time.Hour), 1),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Routes(mux)
+	order, _ := newOrder(t, pool)
+	b, _ := json.Marshal(map[string]any{"transaction_id": "tx-rate", "order_id": order.String(), "amount_cents": price,
+		"currency": "CNY", "status": "SUCCESS", "paid_at_ms": time.Now().UnixMilli()})
+	st, code := post(t, mux, "sim", b, signer(key, 0))
+	require.Equal(t, []any{200, payment.ResultPaid}, []any{st, code})
+	st, code = post(t, mux, "sim", b, signer(key, 0))
+	require.Equal(t, []any{429, "RETRY"}, []any{st, code})
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payment_record WHERE order_id = $1`, order))
 }

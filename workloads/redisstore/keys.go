@@ -93,6 +93,10 @@ func (s Slot) Request(userID int64, requestID uuid.UUID) string {
 // User is the one-reservation-per-user mark.
 func (s Slot) User(userID int64) string { return s.key("user", strconv.FormatInt(userID, 10)) }
 
+// Rate counts the user's reservation requests in the current window (the
+// per-user limit every gateway replica shares).
+func (s Slot) Rate(userID int64) string { return s.key("rate", strconv.FormatInt(userID, 10)) }
+
 // Compensation is the compensation idempotency marker of a reservation.
 func (s Slot) Compensation(reservationID uuid.UUID) string {
 	return s.key("comp", reservationID.String())

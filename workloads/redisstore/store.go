@@ -76,6 +76,10 @@ type ReserveRequest struct {
 	SchemaVersion int
 	KeyVersion    byte
 	TraceID       string
+	// UserLimit is how many requests the user may send per UserWindow,
+	// counted in Redis across every gateway (0: no limit).
+	UserLimit  int
+	UserWindow time.Duration
 }
 
 // ReserveResult is the reserve script's answer.
@@ -96,6 +100,7 @@ const (
 	ReserveAlreadyPurchased = -2
 	ReserveWindowClosed     = -3
 	ReserveNotProvisioned   = -4
+	ReserveRateLimited      = -5
 )
 
 // Reserve runs reserve.lua.
@@ -107,11 +112,11 @@ func (s *Store) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, e
 func reserveArgs(r ReserveRequest) (keys []string, args []any) {
 	sl := r.Slot
 	keys = []string{sl.Window(), sl.Stock(), sl.Counter(), sl.Request(r.UserID, r.RequestID),
-		sl.User(r.UserID), sl.Reservation(r.ReservationID), sl.SendDue(), sl.Open()}
+		sl.User(r.UserID), sl.Reservation(r.ReservationID), sl.SendDue(), sl.Open(), sl.Rate(r.UserID)}
 	args = []any{r.ReservationID.String(), r.MessageID.String(), r.RequestID.String(),
 		sl.ActivityID, sl.SKUID, r.UserID, sl.Bucket,
 		ms(r.Now), ms(r.BusinessDeadline), ms(r.SendDue), r.RequestTTL.Milliseconds(),
-		r.SchemaVersion, int(r.KeyVersion), r.TraceID}
+		r.SchemaVersion, int(r.KeyVersion), r.TraceID, max(0, r.UserLimit), max(1, r.UserWindow.Milliseconds())}
 	return keys, args
 }
 

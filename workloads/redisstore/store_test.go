@@ -548,3 +548,44 @@ func TestRecount(t *testing.T) {
 		require.False(t, res.After.Exists)
 	})
 }
+
+// The per-user limit is counted in Redis, so two gateways (two clients)
+// share it: past the limit a request — a replay included — is refused and
+// writes nothing but the counter; the next window admits the user again.
+func TestReserveUserLimitAcrossGateways(t *testing.T) {
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		f := newFixture(t, c, 10, 2)
+		other := redisstore.New(c) // a second gateway
+		limited := func(r redisstore.ReserveRequest) redisstore.ReserveRequest {
+			r.UserLimit, r.UserWindow = 3, 300*time.Millisecond
+			return r
+		}
+		first := limited(f.request(7, ids.NewRandom()))
+		for i, s := range []*redisstore.Store{f.s, other, f.s} {
+			res, err := s.Reserve(ctx, first)
+			require.NoError(t, err)
+			require.Contains(t, []int64{redisstore.ReserveOK, redisstore.ReserveReplayed}, res.Code, "request %d", i)
+		}
+		fresh := limited(f.request(7, ids.NewRandom()))
+		for _, r := range []redisstore.ReserveRequest{first, fresh} {
+			res, err := other.Reserve(ctx, r)
+			require.NoError(t, err)
+			require.Equal(t, int64(redisstore.ReserveRateLimited), res.Code)
+			require.Equal(t, "RATE_LIMITED", res.Reason)
+		}
+		n, err := c.Exists(ctx, f.slot.Request(7, fresh.RequestID), f.slot.Reservation(fresh.ReservationID)).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "a limited request writes nothing")
+		require.Equal(t, int64(9), f.counters(t).Available)
+		// Another user is not limited by user 7.
+		res, err := f.s.Reserve(ctx, limited(f.request(8, ids.NewRandom())))
+		require.NoError(t, err)
+		require.Equal(t, int64(redisstore.ReserveOK), res.Code)
+		// The next window.
+		time.Sleep(400 * time.Millisecond)
+		res, err = other.Reserve(ctx, first)
+		require.NoError(t, err)
+		require.Equal(t, int64(redisstore.ReserveReplayed), res.Code)
+	})
+}

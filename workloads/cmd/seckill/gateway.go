@@ -34,6 +34,9 @@ func runGateway(ctx context.Context, args []string) error {
 	insecure := fs.Bool("insecure-dev-users", false, "trust the X-User-ID header (development only)")
 	deadline := fs.Duration("business-deadline", 5*time.Minute, "business deadline of a reservation")
 	rate := fs.Int("rate", 0, "requests per second this gateway admits (0: unlimited)")
+	userLimit := fs.Int("user-limit", 0, "reservation requests one user may send per -user-window, shared by every replica through Redis (0: none)")
+	userWindow := fs.Duration("user-window", 10*time.Second, "the window of -user-limit")
+	statusRate := fs.Int("status-rate", 0, "status requests per second this gateway admits (0: unlimited)")
 	sendWorkers := fs.Int("send-workers", 32, "workers sending order-create messages after the answer (0: send in the request, before answering)")
 	sendQueue := fs.Int("send-queue", 0, "reservations waiting for a send worker before requests send themselves (0: 64 × -send-workers)")
 	reserveLanes := fs.Int("reserve-lanes", 4, "concurrent pipelines carrying reservations to Redis: requests arriving together share a round trip (0: one round trip per request)")
@@ -69,6 +72,9 @@ func runGateway(ctx context.Context, args []string) error {
 	if *sendWorkers < 0 || *sendWorkers > 1024 || *sendQueue < 0 || *sendQueue > 1<<20 {
 		errs = append(errs, errors.New("-send-workers must be within [0, 1024], -send-queue within [0, 1048576]"))
 	}
+	if *userLimit < 0 || *userLimit > 100000 || *userWindow < 100*time.Millisecond || *userWindow > time.Hour || *statusRate < 0 {
+		errs = append(errs, errors.New("-user-limit must be within [0, 100000], -user-window within [100ms, 1h], -status-rate non-negative"))
+	}
 	if *reserveLanes < 0 || *reserveLanes > 256 {
 		errs = append(errs, errors.New("-reserve-lanes must be within [0, 256]"))
 	}
@@ -98,7 +104,7 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, Tokens: verifier,
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
-		SendAttempts: 2, SendTimeout: time.Second, SendWorkers: *sendWorkers, SendQueue: *sendQueue, ReserveLanes: *reserveLanes, RatePerSecond: *rate, Failpoint: failpoint,
+		SendAttempts: 2, SendTimeout: time.Second, SendWorkers: *sendWorkers, SendQueue: *sendQueue, ReserveLanes: *reserveLanes, UserLimit: *userLimit, UserWindow: *userWindow, StatusPerSecond: *statusRate, RatePerSecond: *rate, Failpoint: failpoint,
 		BrokerReachable: func(ctx context.Context) error { return mq.Reachable(ctx, c.RMQEndpoint) }}, redisstore.New(rdb), pool, prod, ring, log)
 	go g.SettleMoves(ctx, 5*time.Second)
 	srv := metrics.NewServer(*addr, g.Handler())

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/names"
@@ -45,6 +47,7 @@ func runPayments(ctx context.Context, args []string) error {
 	addr := fs.String("addr", envOr(names.EnvHTTPAddr, fmt.Sprintf(":%d", names.DefaultPorts["payments"])), "listen address ($"+names.EnvHTTPAddr+")")
 	keysFlag := fs.String("payment-keys", os.Getenv(names.EnvPaymentKeys), "provider:hexkey,... HMAC keys of the callbacks ($"+names.EnvPaymentKeys+")")
 	eventsTopic := fs.String("events-topic", names.TopicOrderEvents, "order events topic (ORDER_PAID)")
+	perSecond := fs.Int("rate", 0, "callbacks per second this process admits; beyond, 429 and the provider sends again (0: unlimited)")
 	relook := fs.Duration("relookup", 30*time.Second, "how often quarantined callbacks of unknown orders are looked up again")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -57,8 +60,8 @@ func runPayments(ctx context.Context, args []string) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if *relook < time.Second {
-		errs = append(errs, errors.New("-relookup must be at least 1s"))
+	if *relook < time.Second || *perSecond < 0 {
+		errs = append(errs, errors.New("-relookup must be at least 1s, -rate non-negative"))
 	}
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
@@ -73,7 +76,11 @@ func runPayments(ctx context.Context, args []string) error {
 	store := &payment.Store{Pool: pool, EventsTopic: *eventsTopic}
 	health := &metrics.Health{}
 	mux := http.NewServeMux()
-	(&payment.Handler{Store: store, Keys: keys, Log: log}).Routes(mux)
+	h := &payment.Handler{Store: store, Keys: keys, Log: log}
+	if *perSecond > 0 {
+		h.Limiter = rate.NewLimiter(rate.Limit(*perSecond), *perSecond)
+	}
+	h.Routes(mux)
 	status := metrics.Handler(metrics.Registry(), health)
 	mux.Handle("GET /healthz", status)
 	mux.Handle("GET /readyz", status)

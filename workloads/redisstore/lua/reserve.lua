@@ -8,6 +8,7 @@
 -- KEYS[6] reservation hash   seckill:{T}:reservation:{reservation_id}
 -- KEYS[7] send_due zset      seckill:{T}:send_due
 -- KEYS[8] open zset          seckill:{T}:open         reservation_id -> reserved_at_ms, until PostgreSQL decides
+-- KEYS[9] user's rate counter seckill:{T}:rate:{user_id}  requests in the current window
 --
 -- ARGV[1] reservation_id     ARGV[2] message_id       ARGV[3] request_id
 -- ARGV[4] activity_id        ARGV[5] sku_id           ARGV[6] user_id
@@ -15,6 +16,8 @@
 -- ARGV[10] send_due_ms       (first scanner attempt: the gateway sends at once and acks)
 -- ARGV[11] request_ttl_ms    (covers the client's retry window)
 -- ARGV[12] schema_version    ARGV[13] key_version     ARGV[14] trace_id
+-- ARGV[15] user_limit        (requests per window and user, every gateway replica together; 0: none)
+-- ARGV[16] user_window_ms
 --
 -- Returns {code, reason, reservation_id, status}
 --   1  RESERVED                 stock -1, open_reserved +1, reservation + send_due + mappings written
@@ -23,9 +26,24 @@
 --  -2  ALREADY_PURCHASED        the user holds a reservation of this SKU (its id is returned)
 --  -3  ACTIVITY_NOT_STARTED | ACTIVITY_PAUSED | ACTIVITY_ENDED | ACTIVITY_NOT_PROVISIONED
 --  -4  STOCK_NOT_PROVISIONED    the stock key is missing: never treated as sold out or as stock
+--  -5  RATE_LIMITED             the user sent more than user_limit requests in the window: only
+--                               the counter moved
 --
--- A replay is answered before the window check: it reports a fact that already
--- exists and writes nothing; the window gates only new effects.
+-- The user's limit is checked first, replays included: a client hammering the
+-- same request is limited too. A replay is answered before the window check:
+-- it reports a fact that already exists and writes nothing; the window gates
+-- only new effects.
+
+local limit = tonumber(ARGV[15]) or 0
+if limit > 0 then
+    local n = redis.call('INCR', KEYS[9])
+    if n == 1 then
+        redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[16]))
+    end
+    if n > limit then
+        return {-5, 'RATE_LIMITED', '', ''}
+    end
+end
 
 local existing = redis.call('GET', KEYS[4])
 if existing then

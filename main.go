@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -34,6 +36,10 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one manager reconciles at a time.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the metrics server.")
+	var workloadImage, allowedImages, watchNamespaces string
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch (a namespace-scoped install: Roles there, no ClusterRole). Empty: all.")
+	flag.StringVar(&workloadImage, "workload-image", os.Getenv("SECKILL_WORKLOAD_IMAGE"), "Image the workloads run (the operator's own; the chart sets it). Empty with no --allowed-workload-images: any manifest's image runs (development only).")
+	flag.StringVar(&allowedImages, "allowed-workload-images", "", "Comma-separated image prefixes a SeckillActivity may name besides --workload-image.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -48,8 +54,16 @@ func main() {
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	var cacheOpts cache.Options
+	if nss := splitList(watchNamespaces); len(nss) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range nss {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cacheOpts,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
@@ -66,11 +80,13 @@ func main() {
 	stores := &controllers.StoreCache{}
 	defer stores.Close()
 	if err := (&controllers.SeckillActivityReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("seckill-operator"),
-		Stores:    stores,
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Scheme:        mgr.GetScheme(),
+		Recorder:      mgr.GetEventRecorder("seckill-operator"),
+		Stores:        stores,
+		WorkloadImage: workloadImage,
+		AllowedImages: splitList(allowedImages),
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the SeckillActivity controller")
 		os.Exit(1)
@@ -88,4 +104,15 @@ func main() {
 		log.Error(err, "running manager")
 		os.Exit(1)
 	}
+}
+
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -47,7 +47,8 @@ func TestHelmChartIsAcceptedByTheAPIServer(t *testing.T) {
 	for name, overrides := range map[string]map[string]any{
 		"defaults": {},
 		"two replicas, plain metrics": {"replicaCount": 2, "metrics": map[string]any{"secure": false, "port": 8080},
-			"nodeSelector": map[string]any{"kubernetes.io/os": "linux"}},
+			"nodeSelector": map[string]any{"kubernetes.io/os": "linux"}, "allowedWorkloadImages": []any{"registry.example.com/seckill:", "mirror.example.com/seckill:"}},
+		"namespace-scoped": {"watchNamespaces": []any{ns.Name}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			vals, err := util.ToRenderValues(chrt, overrides, common.ReleaseOptions{Name: "seckill", Namespace: ns.Name, IsInstall: true}, common.DefaultCapabilities)
@@ -74,16 +75,39 @@ func TestHelmChartIsAcceptedByTheAPIServer(t *testing.T) {
 			for _, want := range []string{"CustomResourceDefinition", "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
 				require.Positive(t, kinds[want], "the chart renders a %s", want)
 			}
+			managers := map[string]int{}
 			for _, o := range objs {
-				if o.GetKind() == "ClusterRole" && strings.HasSuffix(o.GetName(), "-manager") {
+				if (o.GetKind() == "ClusterRole" || o.GetKind() == "Role") && strings.HasSuffix(o.GetName(), "-manager") {
+					managers[o.GetKind()]++
 					rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
 					require.Len(t, rules, len(generatedRules(t)), "the chart grants exactly the generated role")
 				}
+				if o.GetKind() == "ClusterRole" && strings.Contains(o.GetName(), "-activity-") {
+					managers["user roles"]++
+				}
 				if o.GetKind() == "Deployment" {
 					replicas, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
-					require.Equal(t, int64(map[string]int{"defaults": 1}[name]+map[string]int{"two replicas, plain metrics": 2}[name]), replicas)
+					require.Equal(t, int64(map[string]int{"defaults": 1, "two replicas, plain metrics": 2, "namespace-scoped": 1}[name]), replicas)
+					ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+					args, _, _ := unstructured.NestedStringSlice(ctrs[0].(map[string]any), "args")
+					image, _, _ := unstructured.NestedString(ctrs[0].(map[string]any), "image")
+					require.Contains(t, args, "--workload-image="+image, "the workloads run the operator's image")
+					switch name {
+					case "defaults":
+						require.NotContains(t, strings.Join(args, " "), "--allowed-workload-images", "no other image by default")
+						require.NotContains(t, strings.Join(args, " "), "--watch-namespaces")
+					case "namespace-scoped":
+						require.Contains(t, args, "--watch-namespaces="+ns.Name)
+					default:
+						require.Contains(t, args, "--allowed-workload-images=registry.example.com/seckill:,mirror.example.com/seckill:")
+					}
 				}
 			}
+			want := map[string]int{"ClusterRole": 1, "user roles": 2}
+			if name == "namespace-scoped" {
+				want = map[string]int{"Role": 1, "user roles": 2} // no cluster-wide rights
+			}
+			require.Equal(t, want, managers)
 		})
 	}
 }

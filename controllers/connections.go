@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +24,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/migrations"
+	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/tokens"
 )
@@ -63,7 +67,11 @@ func (e *connError) Unwrap() error { return e.err }
 // workloads those the workloads read too, checked as they will read them.
 func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.SeckillActivity, workloads bool) (Endpoints, error) {
 	digest := sha256.New()
+	read := map[string]string{} // name/key → value: each read (and digested) once
 	get := func(sel corev1.SecretKeySelector) (string, error) {
+		if v, ok := read[sel.Name+"/"+sel.Key]; ok {
+			return v, nil
+		}
 		var s corev1.Secret
 		if err := r.Get(ctx, types.NamespacedName{Namespace: act.Namespace, Name: sel.Name}, &s); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -77,7 +85,8 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 		}
 		fmt.Fprintf(digest, "%s\x00%s\x00%d:", sel.Name, sel.Key, len(v))
 		digest.Write(v)
-		return strings.TrimSpace(string(v)), nil
+		read[sel.Name+"/"+sel.Key] = strings.TrimSpace(string(v))
+		return read[sel.Name+"/"+sel.Key], nil
 	}
 	c := act.Spec.Connections
 	var e Endpoints
@@ -108,10 +117,25 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 			return e, err
 		}
 	}
-	if c.TokenKeySecret != nil {
-		v, _ := get(*c.TokenKeySecret)
-		if err := tokens.NewVerifier().AddHMAC(tokens.DefaultKID, []byte(v)); err != nil {
-			return e, &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", act.Namespace, c.TokenKeySecret.Name, c.TokenKeySecret.Key, err)}
+	// Each value checked as the workloads will read it: a bad one is named
+	// now (Degraded SecretInvalid), not found by a crash-looping pod.
+	for _, v := range []struct {
+		sel   *corev1.SecretKeySelector
+		check func(string) error
+	}{
+		{&c.PostgresDSNSecret, checkDSN},
+		{&c.Redis.AddressesSecret, checkAddrs},
+		{&c.RocketMQEndpointSecret, checkHostPort},
+		{&c.IDKeysSecret, checkIDKeys},
+		{c.TokenKeySecret, func(v string) error { return tokens.NewVerifier().AddHMAC(tokens.DefaultKID, []byte(v)) }},
+		{c.PaymentKeysSecret, func(v string) error { _, err := payment.ParseKeys(v); return err }},
+	} {
+		if v.sel == nil {
+			continue
+		}
+		val, _ := get(*v.sel) // read above
+		if err := v.check(val); err != nil {
+			return e, &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", act.Namespace, v.sel.Name, v.sel.Key, err)}
 		}
 	}
 	if c.TokenKeysSecret != nil {
@@ -121,6 +145,38 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 	}
 	e.SecretsHash = hex.EncodeToString(digest.Sum(nil)[:8])
 	return e, nil
+}
+
+// checkDSN parses a PostgreSQL connection string as pgx does.
+func checkDSN(v string) error {
+	if _, err := pgxpool.ParseConfig(v); err != nil {
+		return errors.New("not a PostgreSQL connection string (URL or key=value)") // the parse error may quote the password
+	}
+	return nil
+}
+
+// checkAddrs checks a comma-separated list of host:port.
+func checkAddrs(v string) error {
+	for _, a := range strings.Split(v, ",") {
+		if err := checkHostPort(strings.TrimSpace(a)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkHostPort(v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: want host:port", v)
+	}
+	return nil
+}
+
+// checkIDKeys parses the id keys as the workloads do (current version 1).
+func checkIDKeys(v string) error {
+	_, err := (&config.Common{IDKeys: v, IDKeyCurrent: 1}).Keyring()
+	return err
 }
 
 // checkTokenKeys reads the Secret of token key files the gateway mounts and

@@ -182,11 +182,7 @@ func allSame(v []string, want string) bool {
 // opens the window, and runs the workloads (Deployments, Service, PDBs,
 // CronJobs) owned by the activity and configured from its Secrets.
 func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
-	s := newSale(t, "create-provision", func(a *seckillv1alpha1.SeckillActivity) {
-		a.Spec.Connections.PaymentKeysSecret = &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: "create-provision-conn"}, Key: "payment-keys"}
-		a.Spec.PaymentChannel = &seckillv1alpha1.PaymentChannelSpec{URL: "http://payment-channel.example:8080"}
-	})
+	s := newSale(t, "create-provision", withPayments("create-provision"))
 	a := s.eventually("provisioned and active", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue && a.Status.Phase == seckillv1alpha1.PhaseActive
 	})

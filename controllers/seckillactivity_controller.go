@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,13 @@ type SeckillActivityReconciler struct {
 	Stores    Stores
 	// Now is the clock (tests move it).
 	Now func() time.Time
+	// WorkloadImage is the image the workloads run (the operator's own: it
+	// carries the workloads binary); a manifest may leave its image empty or
+	// name this one. AllowedImages are further image prefixes a manifest may
+	// name (e.g. "registry.example.com/seckill:"). With neither set — a
+	// development operator — any image is run.
+	WorkloadImage string
+	AllowedImages []string
 	// ConnRetry and ActivePoll override connRetry and activePoll (tests).
 	ConnRetry, ActivePoll time.Duration
 
@@ -74,10 +82,12 @@ type dbSample struct {
 // +kubebuilder:rbac:groups=seckill.io,resources=seckillactivities/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=cronjobs;jobs,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
 
 // Reconcile runs the steps of one activity, in order:
 //  1. finalize when deleted (archive, keep business data), else hold the finalizer;
@@ -105,6 +115,12 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	st := &act.Status
 	observeSpec(&act, st)
 	now := r.now()
+
+	image, err := r.workloadImage(&act)
+	if err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
+	act.Spec.Workloads.Image = image // what the workloads run; in memory only, never written back
 
 	store, secrets, err := r.open(ctx, &act, true)
 	if err != nil {
@@ -151,6 +167,30 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeueAfter(act.Status.Phase, next, after, now, orDur(r.ActivePoll, activePoll))}, nil
+}
+
+// ReasonImageNotAllowed: the manifest names an image the operator does not run.
+const ReasonImageNotAllowed = "ImageNotAllowed"
+
+// workloadImage is the image the activity's workloads run: whoever may
+// create a SeckillActivity must not choose what code runs with its Secrets.
+func (r *SeckillActivityReconciler) workloadImage(act *seckillv1alpha1.SeckillActivity) (string, error) {
+	want := act.Spec.Workloads.Image
+	switch {
+	case want == "" && r.WorkloadImage != "":
+		return r.WorkloadImage, nil
+	case want == "":
+		return "", &connError{ReasonImageNotAllowed, errors.New("spec.workloads.image is empty and the operator has no --workload-image")}
+	case want == r.WorkloadImage || (r.WorkloadImage == "" && len(r.AllowedImages) == 0):
+		return want, nil
+	}
+	for _, prefix := range r.AllowedImages {
+		if prefix != "" && strings.HasPrefix(want, prefix) {
+			return want, nil
+		}
+	}
+	return "", &connError{ReasonImageNotAllowed, fmt.Errorf("spec.workloads.image %q is neither the operator's workload image %q nor under an allowed prefix %q",
+		want, r.WorkloadImage, r.AllowedImages)}
 }
 
 func orDur(d, def time.Duration) time.Duration {

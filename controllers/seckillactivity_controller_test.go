@@ -77,7 +77,6 @@ func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
 			a.Spec.Scaling.MinConsumers, a.Spec.Scaling.MaxConsumers = 5, 2
 		}, "scaling.maxConsumers must be at least scaling.minConsumers"},
 		{"unknown redis mode", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Connections.Redis.Mode = "ring" }, "spec.connections.redis.mode"},
-		{"no image", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Workloads.Image = "" }, "spec.workloads.image"},
 		{"payment channel not a URL", func(a *seckillv1alpha1.SeckillActivity) {
 			a.Spec.PaymentChannel = &seckillv1alpha1.PaymentChannelSpec{URL: "ftp://x"}
 		}, "spec.paymentChannel.url"},

@@ -74,6 +74,7 @@ func runSuite(m *testing.M) int {
 	defer stores.Close()
 	if err := (&SeckillActivityReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
 		Recorder: mgr.GetEventRecorder("seckill-operator"), Stores: stores,
+		WorkloadImage: "seckill/workloads:dev", AllowedImages: []string{"seckill/workloads:"},
 		ConnRetry: time.Second, ActivePoll: time.Second}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}

@@ -94,3 +94,38 @@ func TestShortTokenKeyIsNamed(t *testing.T) {
 	})
 	require.Contains(t, meta.FindStatusCondition(a.Status.Conditions, seckillv1alpha1.ConditionDegraded).Message, `key "rmq-endpoint"`)
 }
+
+// Every Secret value the workloads read is checked as they will read it;
+// the condition names the bad key (and never quotes a DSN's password).
+func TestSecretValuesAreValidated(t *testing.T) {
+	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bad-values", Namespace: "default"}, StringData: map[string]string{
+		"dsn": "postgres://user:hunter2@%zz/db", "addrs": "127.0.0.1", "endpoint": "localhost:99999",
+		"id-keys": "1:abcd", "payment-keys": "sim:nothex",
+	}}
+	require.NoError(t, k8sClient.Create(testCtx, bad))
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), bad) })
+	for _, c := range []struct {
+		key    string
+		mutate func(*seckillv1alpha1.Connections, corev1.SecretKeySelector)
+	}{
+		{"dsn", func(c *seckillv1alpha1.Connections, s corev1.SecretKeySelector) { c.PostgresDSNSecret = s }},
+		{"addrs", func(c *seckillv1alpha1.Connections, s corev1.SecretKeySelector) { c.Redis.AddressesSecret = s }},
+		{"endpoint", func(c *seckillv1alpha1.Connections, s corev1.SecretKeySelector) { c.RocketMQEndpointSecret = s }},
+		{"id-keys", func(c *seckillv1alpha1.Connections, s corev1.SecretKeySelector) { c.IDKeysSecret = s }},
+		{"payment-keys", func(c *seckillv1alpha1.Connections, s corev1.SecretKeySelector) { c.PaymentKeysSecret = &s }},
+	} {
+		t.Run(c.key, func(t *testing.T) {
+			s := newSale(t, "bad-"+c.key, func(a *seckillv1alpha1.SeckillActivity) {
+				c.mutate(&a.Spec.Connections, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: bad.Name}, Key: c.key})
+				a.Annotations = map[string]string{AnnotationSkipArchive: "true"} // no store to archive into
+			})
+			a := s.eventually("degraded", func(a *seckillv1alpha1.SeckillActivity) bool {
+				d := meta.FindStatusCondition(a.Status.Conditions, seckillv1alpha1.ConditionDegraded)
+				return d != nil && d.Status == metav1.ConditionTrue && d.Reason == ReasonSecretInvalid
+			})
+			msg := meta.FindStatusCondition(a.Status.Conditions, seckillv1alpha1.ConditionDegraded).Message
+			require.Contains(t, msg, `key "`+c.key+`"`)
+			require.NotContains(t, msg, "hunter2")
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -187,6 +188,7 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 			env = append(env, corev1.EnvVar{Name: names.EnvTokenKeysDir, Value: tokenKeysDir})
 		}
 		env = append(env, corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)},
+			corev1.EnvVar{Name: names.EnvMetricsAddr, Value: fmt.Sprintf(":%d", names.MetricsPort)},
 			corev1.EnvVar{Name: names.EnvTokenIssuer, Value: orDefault(act.Spec.Tokens.Issuer, tokens.DefaultIssuer)},
 			corev1.EnvVar{Name: names.EnvTokenAudience, Value: orDefault(act.Spec.Tokens.Audience, tokens.DefaultAudience)})
 	case component == ComponentCanceller && act.Spec.PaymentChannel != nil:
@@ -195,7 +197,8 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 			corev1.EnvVar{Name: names.EnvMetricsAddr, Value: fmt.Sprintf(":%d", port)})
 	case component == ComponentPayments && c.PaymentKeysSecret != nil:
 		env = append(env, secretEnv(names.EnvPaymentKeys, *c.PaymentKeysSecret),
-			corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)})
+			corev1.EnvVar{Name: names.EnvHTTPAddr, Value: fmt.Sprintf(":%d", port)},
+			corev1.EnvVar{Name: names.EnvMetricsAddr, Value: fmt.Sprintf(":%d", names.MetricsPort)})
 	case port > 0:
 		env = append(env, corev1.EnvVar{Name: names.EnvMetricsAddr, Value: fmt.Sprintf(":%d", port)})
 	}
@@ -216,6 +219,9 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 			name = "http"
 		}
 		ctr.Ports = []corev1.ContainerPort{{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
+		if name == "http" { // the metrics apart from the public port (and its Service)
+			ctr.Ports = append(ctr.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: names.MetricsPort, Protocol: corev1.ProtocolTCP})
+		}
 		probe := func(path string) *corev1.Probe {
 			return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(name)}},
 				PeriodSeconds: 10, FailureThreshold: 3, TimeoutSeconds: 2}
@@ -241,6 +247,8 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 		ObjectMeta: metav1.ObjectMeta{Labels: labels(act, component), Annotations: map[string]string{"seckill.io/spec-hash": specHash(act)}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{ctr}, RestartPolicy: restart,
+			// Its own account, no API token: no workload calls the Kubernetes API.
+			ServiceAccountName: ObjectName(act, component), AutomountServiceAccountToken: ptr.To(false),
 			Volumes: volumes,
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
@@ -279,6 +287,9 @@ func workloadResources(act *seckillv1alpha1.SeckillActivity) corev1.ResourceRequ
 // replicas and whether every Deployment is ready.
 func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *seckillv1alpha1.SeckillActivity, consumers int32, secretsHash string) (int32, bool, error) {
 	ready, allReady := int32(0), true
+	if err := r.applyIsolation(ctx, act, isolation(workers(act, consumers))); err != nil {
+		return 0, false, err
+	}
 	for _, w := range workers(act, consumers) {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace}}
 		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
@@ -325,6 +336,9 @@ func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *sec
 			return 0, false, fmt.Errorf("applying service %s: %w", svc.Name, err)
 		}
 	}
+	if err := r.pruneRemoved(ctx, act, workers(act, consumers)); err != nil {
+		return 0, false, err
+	}
 	for _, cj := range []struct {
 		component, schedule string
 		args                []string
@@ -337,6 +351,38 @@ func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *sec
 		}
 	}
 	return ready, allReady, nil
+}
+
+// optional are the components that run only while the spec asks for them:
+// the canceller with a paymentChannel, payments with paymentKeysSecret.
+var optional = []string{ComponentCanceller, ComponentPayments}
+
+// pruneRemoved deletes the Deployment, PodDisruptionBudget and Service of
+// an optional component the spec no longer asks for — only objects this
+// activity controls.
+func (r *SeckillActivityReconciler) pruneRemoved(ctx context.Context, act *seckillv1alpha1.SeckillActivity, ws []worker) error {
+	for _, c := range optional {
+		if slices.ContainsFunc(ws, func(w worker) bool { return w.component == c }) {
+			continue
+		}
+		key := client.ObjectKey{Namespace: act.Namespace, Name: ObjectName(act, c)}
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &policyv1.PodDisruptionBudget{}, &corev1.Service{}} {
+			if err := r.Get(ctx, key, obj); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return fmt.Errorf("reading %s of removed component %s: %w", key.Name, c, err)
+			}
+			if !metav1.IsControlledBy(obj, act) {
+				continue
+			}
+			if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting %T %s of removed component %s: %w", obj, key.Name, c, err)
+			}
+			r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "ComponentRemoved", "Prune", "%s: %T %s deleted (no longer in the spec)", c, obj, key.Name)
+		}
+	}
+	return nil
 }
 
 func (r *SeckillActivityReconciler) applyCronJob(ctx context.Context, act *seckillv1alpha1.SeckillActivity, component, schedule string, args []string) error {

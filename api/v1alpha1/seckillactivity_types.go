@@ -151,9 +151,12 @@ type PaymentChannelSpec struct {
 
 // WorkloadsSpec sets the image and resources of the workloads.
 type WorkloadsSpec struct {
-	// Image runs every workload (one binary, one subcommand each).
-	// +kubebuilder:validation:MinLength=1
-	Image string `json:"image"`
+	// Image runs every workload (one binary, one subcommand each). Empty: the
+	// operator's workload image. Another image runs only if the operator
+	// allows it (--allowed-workload-images); otherwise the activity is
+	// Degraded with reason ImageNotAllowed and nothing runs.
+	// +optional
+	Image string `json:"image,omitempty"`
 	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
 	// +kubebuilder:default=IfNotPresent
 	// +optional

@@ -264,7 +264,7 @@ func Routes() []Route {
 	return []Route{
 		{"POST", "/v1/activities/{activity}/skus/{sku}/reservations"},
 		{"GET", "/v1/reservations/{id}"},
-		{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/metrics"}, {"GET", "/openapi.yaml"},
+		{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/openapi.yaml"},
 	}
 }
 
@@ -277,6 +277,16 @@ func Codes() map[string]int {
 	return out
 }
 
+// MetricsHandler serves /metrics, /healthz and /readyz on the metrics port:
+// the metrics are not part of the public API and never on its Service.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", s.healthy)
+	mux.HandleFunc("GET /readyz", s.ready)
+	return mux
+}
+
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	handlers := map[string]http.Handler{
@@ -284,7 +294,6 @@ func (s *Server) Handler() http.Handler {
 		"GET /v1/reservations/{id}":                              http.HandlerFunc(s.status),
 		"GET /healthz":                                           http.HandlerFunc(s.healthy),
 		"GET /readyz":                                            http.HandlerFunc(s.ready),
-		"GET /metrics":                                           promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}),
 		"GET /openapi.yaml": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/yaml")
 			_, _ = w.Write(openAPI)

@@ -73,18 +73,20 @@ const (
 
 // DefaultPorts are the ports a workload listens on when nothing sets its
 // address: distinct, so that every workload runs side by side on one host
-// (running without Kubernetes). The HTTP workloads serve their metrics on
-// the same port.
+// (running without Kubernetes). The public HTTP workloads serve their
+// metrics on a port of their own ("<name>-metrics"), never on the API's.
 var DefaultPorts = map[string]int{
-	"gateway":      8080,
-	"payments":     8081,
-	"provider-sim": 8082,
-	"consumer":     9090,
-	"relay":        9091,
-	"projector":    9092,
-	"compensator":  9093,
-	"scanner":      9094,
-	"canceller":    9095,
+	"gateway":          8080,
+	"payments":         8081,
+	"gateway-metrics":  9096,
+	"payments-metrics": 9097,
+	"provider-sim":     8082,
+	"consumer":         9090,
+	"relay":            9091,
+	"projector":        9092,
+	"compensator":      9093,
+	"scanner":          9094,
+	"canceller":        9095,
 }
 
 // Labels put on every object the operator creates.

@@ -77,6 +77,25 @@ func SignedHeaders(h http.Header, key []byte, ts time.Time, body []byte) {
 	h.Set(SignatureHeader, Sign(key, ms, body))
 }
 
+// ParseKeys reads the providers' callback keys, "provider:hexkey,...": a
+// provider named twice has two keys (the current and the next, while
+// rotating); either verifies.
+func ParseKeys(s string) (map[string][][]byte, error) {
+	keys := map[string][][]byte{}
+	for _, part := range strings.Split(s, ",") {
+		name, hexKey, ok := strings.Cut(strings.TrimSpace(part), ":")
+		key, err := hex.DecodeString(hexKey)
+		if !ok || !providerName.MatchString(name) || err != nil || len(key) < 16 {
+			return nil, errors.New("-payment-keys entries must be provider:hexkey with a provider name of a-z, 0-9, - and a key of at least 16 bytes")
+		}
+		if len(keys[name]) == MaxKeysPerProvider {
+			return nil, fmt.Errorf("-payment-keys: provider %q has more than %d keys (the current one and the next, while rotating)", name, MaxKeysPerProvider)
+		}
+		keys[name] = append(keys[name], key)
+	}
+	return keys, nil
+}
+
 // verify checks the signature against each of the provider's keys and the
 // signed timestamp against now ± window. The answer codes are the reply's.
 func verify(keys [][]byte, h http.Header, body []byte, now time.Time, window time.Duration) (string, string) {

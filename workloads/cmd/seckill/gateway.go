@@ -24,6 +24,8 @@ func runGateway(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	c.Bind(fs)
 	addr := fs.String("addr", envOr(names.EnvHTTPAddr, ":"+strconv.Itoa(names.DefaultPorts["gateway"])), "listen address ($"+names.EnvHTTPAddr+")")
+	metricsAddr := fs.String("metrics-addr", envOr(names.EnvMetricsAddr, ":"+strconv.Itoa(names.DefaultPorts["gateway-metrics"])),
+		"listen address of /metrics, /healthz, /readyz, apart from the API (\"0\": off) ($"+names.EnvMetricsAddr+")")
 	topic := fs.String("create-topic", names.TopicOrderCreate, "order-create topic")
 	tokenKey := fs.String("token-key", os.Getenv(names.EnvTokenKey), "HS256 key of the bearer tokens, under kid \""+tokens.DefaultKID+"\" ($"+names.EnvTokenKey+")")
 	tokenDir := fs.String("token-keys-dir", os.Getenv(names.EnvTokenKeysDir), "directory of token keys: <kid>.hs256 (raw HMAC key), <kid>.es256.pem (EC P-256 public key); several for rotation ($"+names.EnvTokenKeysDir+")")
@@ -107,6 +109,11 @@ func runGateway(ctx context.Context, args []string) error {
 		SendAttempts: 2, SendTimeout: time.Second, SendWorkers: *sendWorkers, SendQueue: *sendQueue, ReserveLanes: *reserveLanes, UserLimit: *userLimit, UserWindow: *userWindow, StatusPerSecond: *statusRate, RatePerSecond: *rate, Failpoint: failpoint,
 		BrokerReachable: func(ctx context.Context) error { return mq.Reachable(ctx, c.RMQEndpoint) }}, redisstore.New(rdb), pool, prod, ring, log)
 	go g.SettleMoves(ctx, 5*time.Second)
+	go func() {
+		if err := metrics.Serve(ctx, *metricsAddr, g.MetricsHandler()); err != nil {
+			log.Error("metrics listener", "error", err)
+		}
+	}()
 	srv := metrics.NewServer(*addr, g.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

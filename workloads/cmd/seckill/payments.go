@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -20,24 +18,6 @@ import (
 	"github.com/seckill/seckill-operator/workloads/payment"
 )
 
-// parsePaymentKeys reads "provider:hexkey,...": a provider named twice has
-// two keys (the current and the next, while rotating); either verifies.
-func parsePaymentKeys(s string) (map[string][][]byte, error) {
-	keys := map[string][][]byte{}
-	for _, part := range strings.Split(s, ",") {
-		name, hexKey, ok := strings.Cut(strings.TrimSpace(part), ":")
-		key, err := hex.DecodeString(hexKey)
-		if !ok || name == "" || err != nil || len(key) < 16 {
-			return nil, errors.New("-payment-keys entries must be provider:hexkey with a key of at least 16 bytes")
-		}
-		if len(keys[name]) == payment.MaxKeysPerProvider {
-			return nil, fmt.Errorf("-payment-keys: provider %q has more than %d keys (the current one and the next, while rotating)", name, payment.MaxKeysPerProvider)
-		}
-		keys[name] = append(keys[name], key)
-	}
-	return keys, nil
-}
-
 // runPayments serves the payment providers' signed callbacks and looks up
 // the orders of quarantined callbacks again.
 func runPayments(ctx context.Context, args []string) error {
@@ -47,6 +27,8 @@ func runPayments(ctx context.Context, args []string) error {
 	addr := fs.String("addr", envOr(names.EnvHTTPAddr, fmt.Sprintf(":%d", names.DefaultPorts["payments"])), "listen address ($"+names.EnvHTTPAddr+")")
 	keysFlag := fs.String("payment-keys", os.Getenv(names.EnvPaymentKeys), "provider:hexkey,... HMAC keys of the callbacks ($"+names.EnvPaymentKeys+")")
 	eventsTopic := fs.String("events-topic", names.TopicOrderEvents, "order events topic (ORDER_PAID)")
+	metricsAddr := fs.String("metrics-addr", envOr(names.EnvMetricsAddr, fmt.Sprintf(":%d", names.DefaultPorts["payments-metrics"])),
+		"listen address of /metrics, /healthz, /readyz, apart from the callbacks (\"0\": off) ($"+names.EnvMetricsAddr+")")
 	perSecond := fs.Int("rate", 0, "callbacks per second this process admits; beyond, 429 and the provider sends again (0: unlimited)")
 	relook := fs.Duration("relookup", 30*time.Second, "how often quarantined callbacks of unknown orders are looked up again")
 	if err := fs.Parse(args); err != nil {
@@ -56,7 +38,7 @@ func runPayments(ctx context.Context, args []string) error {
 	if err := c.Check(config.Need{PG: true}); err != nil {
 		errs = append(errs, err)
 	}
-	keys, err := parsePaymentKeys(*keysFlag)
+	keys, err := payment.ParseKeys(*keysFlag)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -84,7 +66,11 @@ func runPayments(ctx context.Context, args []string) error {
 	status := metrics.Handler(metrics.Registry(), health)
 	mux.Handle("GET /healthz", status)
 	mux.Handle("GET /readyz", status)
-	mux.Handle("GET /metrics", status)
+	go func() {
+		if err := metrics.Serve(ctx, *metricsAddr, status); err != nil {
+			log.Error("metrics listener", "error", err)
+		}
+	}()
 	go func() {
 		t := time.NewTicker(*relook)
 		defer t.Stop()

@@ -39,7 +39,7 @@ func runProviderSim(ctx context.Context, args []string) error {
 		return usageError{err}
 	}
 	var errs []error
-	keys, err := parsePaymentKeys(*keysFlag)
+	keys, err := payment.ParseKeys(*keysFlag)
 	if err != nil {
 		errs = append(errs, err)
 	} else if keys[*name] == nil {

@@ -24,10 +24,11 @@ import (
 var sqlFiles embed.FS
 
 var (
-	qBacklog = sqlfile.Must(sqlFiles, "backlog")
-	qClaim   = sqlfile.Must(sqlFiles, "claim")
-	qSent    = sqlfile.Must(sqlFiles, "sent")
-	qRetry   = sqlfile.Must(sqlFiles, "retry")
+	qBacklog  = sqlfile.Must(sqlFiles, "backlog")
+	qClaim    = sqlfile.Must(sqlFiles, "claim")
+	qSent     = sqlfile.Must(sqlFiles, "sent")
+	qSentMany = sqlfile.Must(sqlFiles, "sent_many")
+	qRetry    = sqlfile.Must(sqlFiles, "retry")
 )
 
 // Event is one claimed outbox row.
@@ -83,6 +84,20 @@ func (s *Store) MarkSent(ctx context.Context, id uuid.UUID) error {
 		return fmt.Errorf("marking outbox event %s sent: %w", id, lease.ErrLost)
 	}
 	return nil
+}
+
+// MarkSentMany finishes the sent events of a batch in one round trip; an
+// event whose lease was lost meanwhile stays with its new owner. It returns
+// how many it finished.
+func (s *Store) MarkSentMany(ctx context.Context, ids []uuid.UUID) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	tag, err := s.Pool.Exec(ctx, qSentMany, ids, s.Owner)
+	if err != nil {
+		return 0, fmt.Errorf("marking %d outbox events sent: %w", len(ids), err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // MarkRetry settles a failed or unknown send; it returns the new status

@@ -133,3 +133,28 @@ func TestConcurrentRelaysNeverShareAnEvent(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox WHERE status = 'SENT'`).Scan(&sent))
 	require.Equal(t, 500, sent)
 }
+
+// A batch's sent events are finished in one statement, only those whose
+// lease this relay still holds.
+func TestMarkSentManyKeepsLostLeases(t *testing.T) {
+	pool := testenv.Database(t)
+	ctx := context.Background()
+	evs := insertEvents(t, pool, 4)
+	s := &outbox.Store{Pool: pool, Owner: "relay-a", Lease: 30 * time.Second, MaxAttempts: 3}
+	claimed, err := s.Claim(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 4)
+	// Another relay took evs[3] over (its lease expired meanwhile).
+	_, err = pool.Exec(ctx, `UPDATE event_outbox SET lease_owner = 'relay-b' WHERE event_id = $1`, evs[3])
+	require.NoError(t, err)
+	n, err := s.MarkSentMany(ctx, evs)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	for i, id := range evs {
+		st, _ := status(t, pool, id)
+		require.Equal(t, map[bool]string{true: "SENDING", false: "SENT"}[i == 3], st, "event %d", i)
+	}
+	n, err = s.MarkSentMany(ctx, nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}

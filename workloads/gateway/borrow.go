@@ -59,6 +59,20 @@ func (b *borrower) borrow(ctx context.Context, dst redisstore.Slot, buckets int,
 	return 0, nil
 }
 
+// allGone reports whether no bucket of dst's SKU has a unit available or in
+// transit (an error counts as "not known to be gone": no hold).
+func (b *borrower) allGone(ctx context.Context, dst redisstore.Slot, buckets int) bool {
+	var total redisstore.Counters
+	for _, sl := range redisstore.Slots(dst.ActivityID, dst.SKUID, buckets) {
+		c, err := b.redis.ReadCounters(ctx, sl)
+		if err != nil {
+			return false
+		}
+		total = total.Add(c)
+	}
+	return total.Available == 0 && total.InTransit() == 0
+}
+
 // soldOutAt holds sku as sold out: every bucket was found empty at now.
 func (b *borrower) soldOutAt(sku int64, now time.Time) {
 	b.mu.Lock()

@@ -428,6 +428,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 	// unit; others may take the units first, so the tries are bounded. When
 	// every sibling is empty the own bucket is asked once more (a concurrent
 	// move may have filled it) before the SKU is held as sold out.
+	settled := buckets <= 1 // SOLD_OUT is known to mean the SKU: held, or every bucket seen empty
 	for try := 0; err == nil && res.Code == redisstore.ReserveSoldOut && buckets > 1 && try < buckets; try++ {
 		moved, merr := s.stock.borrow(r.Context(), slot, buckets, now)
 		if merr != nil {
@@ -435,15 +436,26 @@ func (s *Server) doReserve(r *http.Request) answer {
 			break
 		}
 		if moved < 0 {
-			break // held as sold out
+			settled = true // held as sold out
+			break
 		}
 		res, err = s.reserver.Reserve(r.Context(), rr)
 		if moved == 0 {
-			if err == nil && res.Code == redisstore.ReserveSoldOut {
+			// Held as sold out only when no unit is left anywhere: units in
+			// transit between two buckets (another gateway's move half done)
+			// land in a moment, and holding then would refuse the last
+			// buyers while those units stay unsold.
+			if err == nil && res.Code == redisstore.ReserveSoldOut && s.stock.allGone(r.Context(), slot, buckets) {
 				s.stock.soldOutAt(sku, now)
+				settled = true
 			}
 			break
 		}
+	}
+	if err == nil && res.Code == redisstore.ReserveSoldOut && !settled && !s.stock.allGone(r.Context(), slot, buckets) {
+		// The tries ran out while other buyers took each unit moved here,
+		// but units remain: SOLD_OUT would be false. The buyer retries.
+		return answer{Code: CodeServiceUnavailable, Message: "units are moving between buckets; retry with the same request_id"}
 	}
 	if err != nil {
 		// Unknown: the script may have run. The client retries with the same

@@ -411,3 +411,36 @@ func TestUserAndStatusLimits(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status())
 	require.Equal(t, http.StatusTooManyRequests, status())
 }
+
+// Units in transit between buckets (another gateway's move half done) are
+// not "sold out": the buyer is told to retry and the SKU is not held, so a
+// buyer right after the moves land gets a unit — the last buyers of a sale
+// are not refused while units stay unsold.
+func TestUnitsInTransitAreNotSoldOut(t *testing.T) {
+	f := newFixture(t, 1, nil, func(c *gateway.Config) { c.SoldOutHold = time.Hour })
+	ctx := context.Background()
+	path := "/v1/activities/" + formatInt(f.activity) + "/skus/8/reservations"
+	buyerOf := func(bucket int, skip int64) int64 {
+		for u := skip + 1; ; u++ {
+			if redisstore.BucketFor(u, 4) == bucket {
+				return u
+			}
+		}
+	}
+	// Every bucket's one unit leaves for bucket 3 (bucket 3's for bucket 0),
+	// and none has arrived yet.
+	slots := redisstore.Slots(f.activity, 8, 4)
+	for src, dst := range []int{3, 3, 3, 0} {
+		n, _, err := f.rs.MoveOut(ctx, slots[src], ids.NewRandom(), dst, 1, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+	}
+	first := buyerOf(1, 0)
+	require.Equal(t, gateway.CodeServiceUnavailable, f.post(t, path, bearer(first), body(ids.NewRandom())).Code,
+		"nothing available this instant, but units remain: retry, never SOLD_OUT")
+	// The moves land.
+	_, err := f.rs.Settle(ctx, slots, 0, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	second := buyerOf(1, first)
+	require.Equal(t, gateway.CodeQueued, f.post(t, path, bearer(second), body(ids.NewRandom())).Code, "the SKU was not held as sold out")
+}

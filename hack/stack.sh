@@ -12,6 +12,9 @@
 #                         ours (a process running from or naming .stack); checked
 #   hack/stack.sh status  what is running (exit 1 when something is down)
 #   hack/stack.sh env     print the env file the tests read
+#   hack/stack.sh fault broker-restart|pg-freeze SECONDS
+#                         a fault on the running stack for a sale under load:
+#                         the broker stopped and started, or PostgreSQL frozen
 #
 # Everything lives under STACK_DIR (default <repo>/.stack) and listens on
 # 127.0.0.1 only, on project ports (override with the variables below):
@@ -371,10 +374,39 @@ cmd_status() {
   return "$rc"
 }
 
+# cmd_fault <broker-restart|pg-freeze> <seconds>: a fault on the running
+# stack, for a sale under load (make bench-sale FAULT=…): the broker+proxy
+# stopped and started again, or every PostgreSQL process frozen (SIGSTOP)
+# and thawed (SIGCONT) — connections stay open, nothing answers.
+cmd_fault() {
+  local kind="${1:-}" secs="${2:-10}"
+  [[ "$secs" =~ ^[0-9]+$ ]] || die "fault: seconds must be a whole number, got $secs"
+  case "$kind" in
+    broker-restart)
+      "$RMQ" stop-broker
+      sleep "$secs"
+      "$RMQ" start ;;
+    pg-freeze)
+      local data="$PG_DIR/data" pm pids
+      [ -f "$data/postmaster.pid" ] || die "fault: PostgreSQL is not running"
+      pm=$(head -1 "$data/postmaster.pid")
+      pids="$pm $(pgrep -P "$pm" | tr '\n' ' ')"
+      # shellcheck disable=SC2086 # a list of pids
+      kill -STOP $pids
+      log "PostgreSQL frozen for ${secs}s (pids $pids)"
+      sleep "$secs"
+      # shellcheck disable=SC2086
+      kill -CONT $pids
+      log "PostgreSQL thawed" ;;
+    *) die "fault: want broker-restart or pg-freeze, got '$kind'" ;;
+  esac
+}
+
 case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) cat "$ENV_FILE" ;;
-  *) sed -n '2,23p' "$0"; exit 2 ;;
+  fault) shift; cmd_fault "$@" ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac

@@ -32,6 +32,8 @@ type config struct {
 	rate        int
 	concurrency int // clients of the closed loop at -rate 0
 	gatewayArgs string
+	fault       string        // "", broker-restart, pg-freeze, kill-consumer
+	faultFor    time.Duration // how long the fault lasts
 	requests    int
 	stock       int64
 	buckets     int
@@ -50,6 +52,8 @@ func main() {
 	var c config
 	flag.IntVar(&c.rate, "rate", 1000, "reservations offered per second (open loop); 0: as fast as -concurrency clients are answered (the gateway's saturation)")
 	flag.IntVar(&c.concurrency, "concurrency", 64, "clients of the closed loop at -rate 0")
+	flag.StringVar(&c.fault, "fault", "", "a fault a third into the load: broker-restart (broker+proxy stopped, started again), pg-freeze (every PostgreSQL process SIGSTOPped, then SIGCONTed), kill-consumer (an order consumer kill -9ed, started again)")
+	flag.DurationVar(&c.faultFor, "fault-for", 10*time.Second, "how long the fault lasts")
 	flag.StringVar(&c.gatewayArgs, "gateway-args", "", "more flags for the gateway, space-separated (e.g. \"-reserve-lanes 0\", to compare)")
 	flag.IntVar(&c.requests, "requests", 100000, "reservations offered in all, each by a new user")
 	flag.Int64Var(&c.stock, "stock", 10000, "units of the one SKU")
@@ -84,6 +88,10 @@ func (c config) validate() error {
 		return errors.New("-buckets must be 1 … 64")
 	case c.consumers < 1 || c.consumers > 16:
 		return errors.New("-consumers must be 1 … 16")
+	case c.fault != "" && c.fault != "broker-restart" && c.fault != "pg-freeze" && c.fault != "kill-consumer":
+		return errors.New("-fault: want broker-restart, pg-freeze or kill-consumer")
+	case c.fault != "" && (c.rate == 0 || c.faultFor < time.Second || c.faultFor > 5*time.Minute):
+		return errors.New("-fault needs an open loop (-rate > 0) and -fault-for within [1s, 5m]")
 	case c.runs < 1 || c.evalshaN < 1 || c.pgbenchN < 1:
 		return errors.New("-runs, -evalsha-n and -pgbench-n must be positive")
 	}

@@ -91,6 +91,12 @@ func renderTable(c config, rs []*saleResult) string {
 			return float64(r.ceilings.evalshaCPU.Nanoseconds()) / 1e3 / max(0.001, perReq(r.gatewayCPU, r))
 		})
 	}
+	if c.fault != "" {
+		row("fault "+c.fault+": from (s after the first request)", "%.1f", func(r *saleResult) float64 { return r.faultFrom.Sub(r.start).Seconds() })
+		row("fault: to (s after the first request)", "%.1f", func(r *saleResult) float64 { return r.faultTo.Sub(r.start).Seconds() })
+		row("first QUEUED after the fault ended (s)", "%.2f", func(r *saleResult) float64 { return r.recovered().Seconds() })
+		row("reservation → order max, reserved in the fault (ms)", "%.0f", func(r *saleResult) float64 { return r.faultToOrderMax })
+	}
 	codes := map[string]bool{}
 	for _, r := range rs {
 		for k := range r.codes {

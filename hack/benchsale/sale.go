@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,18 +52,22 @@ type second struct {
 }
 
 type saleResult struct {
-	offered, answered int
-	codes             map[string]int
-	loadTook          time.Duration // first request → last answer
-	settled           time.Duration // first request → last order (or the settle timeout)
-	orders            int64
-	reserve, toOrder  *hdr.Histogram
-	seconds           []*second
-	failed            []string
-	checks            []check
-	ceilings          ceilings
-	gatewayCPU        time.Duration // the gateway's CPU time during the load
-	redisCPU          time.Duration // Redis's CPU time during the load
+	offered, answered  int
+	codes              map[string]int
+	loadTook           time.Duration // first request → last answer
+	settled            time.Duration // first request → last order (or the settle timeout)
+	orders             int64
+	reserve, toOrder   *hdr.Histogram
+	seconds            []*second
+	failed             []string
+	checks             []check
+	ceilings           ceilings
+	start              time.Time     // the first request
+	queuedAt           []time.Time   // when each QUEUED answer arrived
+	faultToOrderMax    float64       // ms, the slowest order of a reservation made during the fault
+	faultFrom, faultTo time.Time     // the fault's window (zero: none)
+	gatewayCPU         time.Duration // the gateway's CPU time during the load
+	redisCPU           time.Duration // Redis's CPU time during the load
 }
 
 type check struct {
@@ -171,6 +177,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	r := &saleResult{codes: map[string]int{}, reserve: newHist(), toOrder: newHist()}
 	var queued atomic.Int64
 	start := time.Now()
+	r.start = start
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
 	var sampling sync.WaitGroup
@@ -202,6 +209,12 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	} else {
 		profiled <- nil
 	}
+	faulted := make(chan error, 1)
+	if c.fault != "" {
+		go func() { faulted <- injectFault(c, &procs, dur/3, r) }()
+	} else {
+		faulted <- nil
+	}
 	cpu0, err := loadCPU(ctx, procs.Pid("gateway"), rdb)
 	if err != nil {
 		return nil, err
@@ -230,9 +243,13 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		if answer.Code == gateway.CodeQueued {
 			s.queued++
 			queued.Add(1)
+			r.queuedAt = append(r.queuedAt, res.Timestamp.Add(res.Latency))
 		}
 	}
 	r.loadTook = time.Since(start)
+	if err := <-faulted; err != nil {
+		return nil, err
+	}
 	cpu1, err := loadCPU(ctx, procs.Pid("gateway"), rdb)
 	if err != nil {
 		return nil, err
@@ -280,6 +297,9 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		}
 		us := max(1, min(histMax, int64(took*1e6)))
 		_ = r.toOrder.RecordValue(us)
+		if at := time.Unix(0, int64(reservedAt*1e9)); !r.faultFrom.IsZero() && !at.Before(r.faultFrom) && !at.After(r.faultTo) {
+			r.faultToOrderMax = max(r.faultToOrderMax, took*1000)
+		}
 		startS := float64(start.UnixNano()) / 1e9
 		if i := int(reservedAt - startS); i >= 0 {
 			_ = r.at(i).toOrder.RecordValue(us)
@@ -294,7 +314,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		return nil, err
 	}
 	r.settled = time.Duration((last - float64(start.UnixNano())/1e9) * float64(time.Second))
-	r.checks = invariants(ctx, pool, rs, activity, c, queued.Load())
+	r.checks = invariants(ctx, pool, rs, activity, c, queued.Load(), int64(r.codes[gateway.CodeQueued]+r.codes[gateway.CodeSoldOut]))
 	for _, ch := range r.checks {
 		if !ch.ok {
 			r.failed = append(r.failed, ch.name+": "+ch.got)
@@ -304,7 +324,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 }
 
 // invariants are the sale's promises, read from PostgreSQL and Redis.
-func invariants(ctx context.Context, pool *pgxpool.Pool, rs *redisstore.Store, activity int64, c config, queued int64) []check {
+func invariants(ctx context.Context, pool *pgxpool.Pool, rs *redisstore.Store, activity int64, c config, queued, answered int64) []check {
 	var orders, dupRes, dupUsers, delta, committed, terminal int64
 	_ = pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM orders WHERE activity_id = $1),
@@ -323,9 +343,13 @@ func invariants(ctx context.Context, pool *pgxpool.Pool, rs *redisstore.Store, a
 		}
 		total = total.Add(cs)
 	}
-	want := min(int64(c.requests), c.stock)
+	// Buyers with a final answer (QUEUED, SOLD_OUT) are owed an order while
+	// stock lasts: a SOLD_OUT with units left is stranded stock. A buyer
+	// told 503 would retry with the same request id; the load generator
+	// does not, so those are left out.
+	want := min(answered, c.stock)
 	return []check{
-		{"every unit sold (offered ≥ stock) or every buyer served", orders == want, fmt.Sprintf("%d orders, want %d", orders, want)},
+		{"every unit sold or every answered buyer served", orders == want, fmt.Sprintf("%d orders, want %d (%d buyers answered QUEUED or SOLD_OUT)", orders, want, answered)},
 		{"no oversell", orders <= c.stock, fmt.Sprintf("%d <= %d", orders, c.stock)},
 		{"one order per reservation", dupRes == 0, fmt.Sprintf("%d duplicates", dupRes)},
 		{"one order per user", dupUsers == 0, fmt.Sprintf("%d duplicates", dupUsers)},
@@ -408,4 +432,37 @@ func loadCPU(ctx context.Context, gatewayPid int, rdb *redis.Client) (cpuSample,
 		}
 	}
 	return s, nil
+}
+
+// injectFault waits, then runs c.fault for c.faultFor and records its window.
+func injectFault(c config, procs *salekit.Processes, wait time.Duration, r *saleResult) error {
+	time.Sleep(wait)
+	r.faultFrom = time.Now()
+	defer func() { r.faultTo = time.Now() }()
+	switch c.fault {
+	case "kill-consumer":
+		restart, err := procs.Kill9("consumer")
+		if err != nil {
+			return err
+		}
+		time.Sleep(c.faultFor)
+		return restart()
+	default: // the stack's own faults
+		out, err := exec.Command(filepath.Join("hack", "stack.sh"), "fault", c.fault, strconv.Itoa(int(c.faultFor.Seconds()))).CombinedOutput() //nolint:gosec // our script
+		if err != nil {
+			return fmt.Errorf("hack/stack.sh fault %s: %w\n%s", c.fault, err, out)
+		}
+		return nil
+	}
+}
+
+// recovered is how long after the fault ended the first QUEUED answer came
+// (-1: none came).
+func (r *saleResult) recovered() time.Duration {
+	for _, at := range r.queuedAt {
+		if at.After(r.faultTo) {
+			return at.Sub(r.faultTo)
+		}
+	}
+	return -1
 }

@@ -59,18 +59,47 @@ func Cmd(bin string, env []string, args ...string) *exec.Cmd {
 type Processes struct {
 	cmds  []*exec.Cmd
 	names []string
+	start []func() *exec.Cmd // how each was started, to start it again
 }
 
 // Start starts one workload writing to log.
 func (p *Processes) Start(bin string, env []string, log io.Writer, args ...string) error {
-	c := Cmd(bin, env, args...)
-	c.Stdout, c.Stderr = log, log
+	mk := func() *exec.Cmd {
+		c := Cmd(bin, env, args...)
+		c.Stdout, c.Stderr = log, log
+		return c
+	}
+	c := mk()
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", args[0], err)
 	}
 	p.cmds = append(p.cmds, c)
 	p.names = append(p.names, args[0])
+	p.start = append(p.start, mk)
 	return nil
+}
+
+// Kill9 kills the first workload started as name with SIGKILL (no drain, no
+// goodbye: a crash) and returns a function that starts it again.
+func (p *Processes) Kill9(name string) (restart func() error, err error) {
+	for i, n := range p.names {
+		if n != name {
+			continue
+		}
+		if err := p.cmds[i].Process.Kill(); err != nil {
+			return nil, fmt.Errorf("kill -9 %s: %w", name, err)
+		}
+		_ = p.cmds[i].Wait()
+		return func() error {
+			c := p.start[i]()
+			if err := c.Start(); err != nil {
+				return fmt.Errorf("starting %s again: %w", name, err)
+			}
+			p.cmds[i] = c
+			return nil
+		}, nil
+	}
+	return nil, fmt.Errorf("no %s running", name)
 }
 
 // Pid is the process id of the first workload started as name, 0 if none.
@@ -115,7 +144,7 @@ func (p *Processes) Stop() {
 	for _, c := range p.cmds {
 		_ = c.Wait()
 	}
-	p.cmds, p.names = nil, nil
+	p.cmds, p.names, p.start = nil, nil, nil
 }
 
 // WaitHTTP waits up to 10 s for url to answer 200.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -19,6 +18,7 @@ import (
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/controllers"
+	"github.com/seckill/seckill-operator/workloads/config"
 )
 
 var scheme = runtime.NewScheme()
@@ -55,7 +55,7 @@ func main() {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	var cacheOpts cache.Options
-	if nss := splitList(watchNamespaces); len(nss) > 0 {
+	if nss := config.SplitList(watchNamespaces); len(nss) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range nss {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
@@ -86,7 +86,7 @@ func main() {
 		Recorder:      mgr.GetEventRecorder("seckill-operator"),
 		Stores:        stores,
 		WorkloadImage: workloadImage,
-		AllowedImages: splitList(allowedImages),
+		AllowedImages: config.SplitList(allowedImages),
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the SeckillActivity controller")
 		os.Exit(1)
@@ -104,15 +104,4 @@ func main() {
 		log.Error(err, "running manager")
 		os.Exit(1)
 	}
-}
-
-// splitList splits a comma-separated flag, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

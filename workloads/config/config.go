@@ -36,6 +36,18 @@ type Common struct {
 	IDKeyCurrent int
 }
 
+// SplitList splits a comma-separated flag value, trimming items and
+// dropping empty ones.
+func SplitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func env(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v

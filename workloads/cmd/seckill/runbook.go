@@ -193,7 +193,7 @@ func runRunbook(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		src := runbook.Sources{Topics: splitList(*topics), Logs: splitList(*logs), BrokerQuery: strings.Fields(*brokerQuery)}
+		src := runbook.Sources{Topics: config.SplitList(*topics), Logs: config.SplitList(*logs), BrokerQuery: strings.Fields(*brokerQuery)}
 		if *providerURL != "" {
 			src.Channel = &provider.Client{ProviderName: *providerNm, BaseURL: *providerURL}
 		}
@@ -204,7 +204,7 @@ func runRunbook(ctx context.Context, args []string) error {
 		}
 		return printJSON(out, evs)
 	case "list":
-		ts, err := store.List(ctx, c.ActivityID, splitList(*status), 1000)
+		ts, err := store.List(ctx, c.ActivityID, config.SplitList(*status), 1000)
 		if err != nil {
 			return err
 		}
@@ -325,16 +325,6 @@ func resolve(ctx context.Context, pool *pgxpool.Pool, store *repair.Store, rs *r
 		}
 	}
 	return store.Resolve(ctx, id, repair.Applied, a, fn)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func printJSON(w io.Writer, v any) error {

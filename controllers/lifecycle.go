@@ -107,6 +107,9 @@ func (r *SeckillActivityReconciler) finalize(ctx context.Context, act *seckillv1
 		if err != nil {
 			return r.degraded(ctx, act.DeepCopy(), act, fmt.Errorf("archiving before deletion: %w", err))
 		}
+		if err := dropDBRoles(ctx, act, store); err != nil {
+			return r.degraded(ctx, act.DeepCopy(), act, fmt.Errorf("dropping the workloads' PostgreSQL roles: %w", err))
+		}
 		r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "Archived", "Archive",
 			"traffic stopped; %d Redis keys expire in %s; PostgreSQL business data kept", n, retention)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -30,6 +31,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/pgroles"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
@@ -181,6 +183,19 @@ func allSame(v []string, want string) bool {
 // Creating an active sale provisions PostgreSQL and every Redis bucket,
 // opens the window, and runs the workloads (Deployments, Service, PDBs,
 // CronJobs) owned by the activity and configured from its Secrets.
+// roleConn connects with the DSN the operator gives role's pods.
+func (s *sale) roleConn(a *seckillv1alpha1.SeckillActivity, role string) *pgx.Conn {
+	s.t.Helper()
+	var sec corev1.Secret
+	require.NoError(s.t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: a.Namespace, Name: ObjectName(a, dbRolesSuffix)}, &sec))
+	dsn := string(sec.Data[role+"-dsn"])
+	require.Contains(s.t, dsn, pgroles.Name(string(a.UID), role))
+	conn, err := pgx.Connect(testCtx, dsn)
+	require.NoError(s.t, err)
+	s.t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
 func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 	s := newSale(t, "create-provision", withPayments("create-provision"))
 	a := s.eventually("provisioned and active", func(a *seckillv1alpha1.SeckillActivity) bool {
@@ -208,6 +223,17 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 	require.NotEmpty(t, s.events("StockProvisioned"))
 	require.NotEmpty(t, s.events(string(seckillv1alpha1.PhaseActive)))
 
+	// The gateway's DSN, as its pods read it: its own role, which can read a
+	// reservation's status and cannot write an order or run DDL.
+	gw := s.roleConn(a, pgroles.Gateway)
+	_, err := gw.Exec(testCtx, `SELECT status FROM inventory_reservation LIMIT 1`)
+	require.NoError(t, err)
+	for _, stmt := range []string{`INSERT INTO orders (order_id) VALUES (gen_random_uuid())`, `CREATE TABLE intruder (id int)`,
+		`UPDATE sku_inventory SET available_stock = 0`} {
+		_, err = gw.Exec(testCtx, stmt)
+		require.ErrorContains(t, err, "permission denied", stmt)
+	}
+
 	for _, c := range []string{ComponentGateway, ComponentConsumer, ComponentProjector, ComponentScanner, ComponentRelay, ComponentCompensator, ComponentPayments, ComponentCanceller} {
 		var d appsv1.Deployment
 		require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, c)}, &d), c)
@@ -219,7 +245,14 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		for _, e := range ctr.Env {
 			env[e.Name] = e
 		}
-		require.Equal(t, "create-provision-conn", env["SECKILL_PG_DSN"].ValueFrom.SecretKeyRef.Name, c)
+		if c == ComponentScanner {
+			require.NotContains(t, env, "SECKILL_PG_DSN", "the scanner does not use PostgreSQL")
+		} else {
+			// Its own role's DSN, never the operator's (which migrates).
+			ref := env["SECKILL_PG_DSN"].ValueFrom.SecretKeyRef
+			require.Equal(t, ObjectName(a, dbRolesSuffix), ref.Name, c)
+			require.Equal(t, dbRole(c)+"-dsn", ref.Key, c)
+		}
 		require.Equal(t, "90001:4,90002:1", env["SECKILL_SKUS"].Value)
 		require.Equal(t, fmt.Sprint(s.activity), env["SECKILL_ACTIVITY_ID"].Value)
 		require.True(t, *ctr.SecurityContext.ReadOnlyRootFilesystem)
@@ -547,6 +580,8 @@ func TestDeletionArchivesAndKeepsOrders(t *testing.T) {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
 	})
 	require.Contains(t, s.get().Finalizers, Finalizer)
+	uid := s.get().UID
+	s.roleConn(s.get(), pgroles.Consumer) // the roles exist while the activity does
 	s.reserve(2, time.Now())
 	require.NoError(t, k8sClient.Delete(testCtx, s.get()))
 	s.gone()
@@ -560,6 +595,10 @@ func TestDeletionArchivesAndKeepsOrders(t *testing.T) {
 	}
 	initial, _ := s.pgInventory(90001)
 	require.Equal(t, int64(100), initial, "PostgreSQL keeps the business data")
+	var roles int
+	require.NoError(t, s.pool.QueryRow(testCtx, `SELECT count(*) FROM pg_roles WHERE rolname LIKE $1`,
+		strings.TrimSuffix(pgroles.Name(string(uid), pgroles.Gateway), pgroles.Gateway)+"%").Scan(&roles))
+	require.Zero(t, roles, "the workloads' roles go with the activity")
 }
 
 // A PostgreSQL that does not answer shows as Degraded with the reason, and

@@ -70,6 +70,8 @@ type SeckillActivityReconciler struct {
 	mu       sync.Mutex
 	samples  map[types.NamespacedName]dbSample
 	runsSeen map[types.NamespacedName]runCursor
+	// rolesDone: the workloads' PostgreSQL roles this process has ensured.
+	rolesDone sync.Map
 }
 
 type dbSample struct {
@@ -81,7 +83,7 @@ type dbSample struct {
 // +kubebuilder:rbac:groups=seckill.io,resources=seckillactivities/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=seckill.io,resources=seckillactivities/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
@@ -122,10 +124,15 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	act.Spec.Workloads.Image = image // what the workloads run; in memory only, never written back
 
-	store, secrets, err := r.open(ctx, &act, true)
+	store, e, err := r.open(ctx, &act, true)
 	if err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
+	roles, err := r.ensureDBRoles(ctx, &act, store, e.PostgresDSN)
+	if err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
+	secrets := e.SecretsHash + roles
 	setCondition(&act, seckillv1alpha1.ConditionDegraded, false, "Connected", "PostgreSQL and Redis answer")
 
 	if err := r.provision(ctx, &act, store); err != nil {
@@ -208,18 +215,19 @@ func (r *SeckillActivityReconciler) now() time.Time {
 }
 
 // open reads the connection Secrets and opens the stores; it also returns
-// the digest of the Secrets' values the workloads' pods are rolled on.
-func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity, workloads bool) (*control.Store, string, error) {
+// the endpoints read (with the digest of the Secrets' values the workloads'
+// pods are rolled on).
+func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity, workloads bool) (*control.Store, Endpoints, error) {
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
 	}
 	e, err := readEndpoints(ctx, reader, act, workloads)
 	if err != nil {
-		return nil, "", err
+		return nil, e, err
 	}
 	store, err := r.Stores.Open(ctx, e)
-	return store, e.SecretsHash, err
+	return store, e, err
 }
 
 // degraded records a failure as the Degraded condition with its reason and

@@ -171,13 +171,17 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 		{Name: names.EnvActivityID, Value: strconv.FormatInt(act.Spec.ActivityID, 10)},
 		{Name: "SECKILL_SKUS", Value: skusEnv(act)},
 		{Name: names.EnvRedisMode, Value: c.Redis.Mode},
-		secretEnv(names.EnvPGDSN, c.PostgresDSNSecret),
 		secretEnv(names.EnvRedisAddrs, c.Redis.AddressesSecret),
 		secretEnv(names.EnvRMQEndpoint, c.RocketMQEndpointSecret),
 		secretEnv(names.EnvIDKeys, c.IDKeysSecret),
 	}
 	if c.Redis.MasterName != "" {
 		env = append(env, corev1.EnvVar{Name: names.EnvRedisMaster, Value: c.Redis.MasterName})
+	}
+	// Each component connects as its own role, never with the operator's
+	// DSN (which may migrate the schema).
+	if role := dbRole(component); role != "" {
+		env = append(env, secretEnv(names.EnvPGDSN, dbRoleSecret(act, role)))
 	}
 	switch {
 	case component == ComponentGateway:

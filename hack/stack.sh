@@ -106,12 +106,22 @@ pg_up() {
 listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = '$sock'
+unix_socket_permissions = 0700
 max_connections = 300
 shared_buffers = 256MB
 fsync = on
 synchronous_commit = on
 log_min_messages = warning
 EOF
+  fi
+  # Passwords are checked on TCP (every client: the tests, the workloads'
+  # own roles); only the socket, which only root and postgres reach, trusts.
+  local hba="local all all trust
+host all all 127.0.0.1/32 scram-sha-256"
+  if [ "$(cat "$data/pg_hba.conf" 2>/dev/null)" != "$hba" ]; then
+    printf '%s\n' "$hba" > "$data/pg_hba.conf"
+    chown postgres:postgres "$data/pg_hba.conf"
+    runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" reload >/dev/null 2>&1 || true
   fi
   if runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
     log "PostgreSQL already running on $PG_PORT"
@@ -120,7 +130,7 @@ EOF
     runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" -l "$PG_DIR/server.log" -w -t 60 start >/dev/null
     log "PostgreSQL started on $PG_PORT"
   fi
-  local psql=("$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -qtA)
+  local psql=("$PG_BIN/psql" -h "$sock" -p "$PG_PORT" -U postgres -qtA)
   if [ -z "$("${psql[@]}" -c "SELECT 1 FROM pg_roles WHERE rolname='$PG_USER'")" ]; then
     "${psql[@]}" -c "CREATE ROLE $PG_USER LOGIN SUPERUSER PASSWORD '$PG_PASSWORD'" >/dev/null
   fi

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,6 +108,11 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) event_outbox, consumer_inbox, inventory_reservation, orders, inventory_ledger, sku_inventory`); err != nil {
 		return nil, fmt.Errorf("vacuuming before the sale: %w", err)
 	}
+	roles, err := salekit.NewRoles(ctx, pool, salekit.Env("SECKILL_PG_DSN"), fmt.Sprint("bench-sale-", time.Now().UnixNano()))
+	if err != nil {
+		return nil, err
+	}
+	defer roles.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: salekit.Env("SECKILL_REDIS_ADDR")})
 	defer rdb.Close()
 	rs := redisstore.New(rdb)
@@ -136,11 +140,11 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	}
 	for _, w := range workloads {
 		args := append([]string{w}, topics[w]...)
-		env := common
+		env := roles.Env(w, common)
 		if w != "gateway" {
 			args = append(args, "-metrics-addr", "0")
 		} else if c.profile {
-			env = append(slices.Clone(common), "SECKILL_PPROF_ADDR="+pprofAddr)
+			env = append(env, "SECKILL_PPROF_ADDR="+pprofAddr)
 		}
 		if err := procs.Start(bin, env, logf, args...); err != nil {
 			return nil, err

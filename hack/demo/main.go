@@ -98,6 +98,12 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		return err
 	}
 	defer pool.Close()
+	// Each workload connects as its own role, as on a cluster.
+	roles, err := salekit.NewRoles(ctx, pool, salekit.Env("SECKILL_PG_DSN"), fmt.Sprint("demo-", activity))
+	if err != nil {
+		return err
+	}
+	defer roles.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: salekit.Env("SECKILL_REDIS_ADDR")})
 	defer rdb.Close()
 	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
@@ -146,7 +152,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		if w != "gateway" && w != "payments" { // these serve /metrics on their API port
 			args = append(args, "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", demoMetricsPort+i))
 		}
-		if err := procs.Start(bin, common, logf, args...); err != nil {
+		if err := procs.Start(bin, roles.Env(w, common), logf, args...); err != nil {
 			return err
 		}
 	}
@@ -390,7 +396,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	}
 	// The safety net on the sale that just ran, as the operator's final Job runs it.
 	fmt.Println("\nreconcile job (seckill reconcile -final, the operator's final Job)")
-	rec := salekit.Cmd(bin, common, "reconcile", "-final", "-watermark-lag", "0s")
+	rec := salekit.Cmd(bin, roles.Env("reconcile", common), "reconcile", "-final", "-watermark-lag", "0s")
 	rec.Stdout, rec.Stderr = os.Stdout, os.Stdout
 	if err := rec.Run(); err != nil {
 		fmt.Printf("  reconcile: %v\n", err)

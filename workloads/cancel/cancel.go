@@ -37,7 +37,7 @@ var (
 	qStockRelease  = sqlfile.Must(sqlFiles, "stock_release")
 	qLedgerRelease = sqlfile.Must(sqlFiles, "ledger_release")
 	qTimerRearm    = sqlfile.Must(sqlFiles, "timer_rearm")
-	qPaused        = `SELECT COALESCE((SELECT compensation_paused FROM activity_control WHERE activity_id = $1), false)`
+	qPaused        = sqlfile.Must(sqlFiles, "paused")
 )
 
 // TypeOrderCancelled is the outbox event of a cancellation.

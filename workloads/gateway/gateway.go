@@ -7,6 +7,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"embed"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -30,8 +31,14 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/sqlfile"
 	"github.com/seckill/seckill-operator/workloads/tokens"
 )
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+var qReservationStatus = sqlfile.Must(sqlFiles, "reservation_status")
 
 // Codes of the API.
 const (
@@ -568,7 +575,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		var owner int64
 		var orderID *uuid.UUID
 		var reason *string
-		err := s.pg.QueryRow(r.Context(), `SELECT status, user_id, order_id, reason_code FROM inventory_reservation WHERE reservation_id = $1`, id).Scan(&st, &owner, &orderID, &reason)
+		err := s.pg.QueryRow(r.Context(), qReservationStatus, id).Scan(&st, &owner, &orderID, &reason)
 		if err == nil && owner == user {
 			a := answer{Code: StatusCode(st), ReservationID: id.String(), Status: st}
 			if orderID != nil {

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +35,9 @@ import (
 // Endpoints are the stores of one activity, read from its Secrets.
 type Endpoints struct {
 	PostgresDSN string
+	// PostgresCA is the PEM authority PostgreSQL's certificate is verified
+	// against (spec.connections.postgresCASecret), if any.
+	PostgresCA  []byte
 	RedisMode   string
 	RedisAddrs  string
 	RedisMaster string
@@ -41,7 +47,7 @@ type Endpoints struct {
 }
 
 func (e Endpoints) key() string {
-	h := sha256.Sum256([]byte(strings.Join([]string{e.PostgresDSN, e.RedisMode, e.RedisAddrs, e.RedisMaster}, "\x00")))
+	h := sha256.Sum256([]byte(strings.Join([]string{e.PostgresDSN, string(e.PostgresCA), e.RedisMode, e.RedisAddrs, e.RedisMaster}, "\x00")))
 	return hex.EncodeToString(h[:])
 }
 
@@ -50,7 +56,13 @@ const (
 	ReasonSecretMissing       = "SecretMissing"
 	ReasonSecretInvalid       = "SecretInvalid"
 	ReasonPostgresUnreachable = "PostgresUnreachable"
-	ReasonRedisUnreachable    = "RedisUnreachable"
+	// ReasonPostgresTLS: PostgreSQL's certificate did not verify (an
+	// untrusted authority, a name that does not match): never retried in
+	// plain text.
+	ReasonPostgresTLS = "PostgresTLSFailed"
+	// ReasonPostgresAuth: PostgreSQL refused the DSN's user or password.
+	ReasonPostgresAuth     = "PostgresAuthFailed"
+	ReasonRedisUnreachable = "RedisUnreachable"
 )
 
 // connError is a connection failure with the condition reason it shows as.
@@ -96,6 +108,16 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 	}
 	if e.RedisAddrs, err = get(c.Redis.AddressesSecret); err != nil {
 		return e, err
+	}
+	if c.PostgresCASecret != nil {
+		ca, err := get(*c.PostgresCASecret)
+		if err != nil {
+			return e, err
+		}
+		e.PostgresCA = []byte(ca)
+		if err := checkPostgresCA(e.PostgresDSN, e.PostgresCA); err != nil {
+			return e, &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", act.Namespace, c.PostgresCASecret.Name, c.PostgresCASecret.Key, err)}
+		}
 	}
 	e.RedisMode, e.RedisMaster = c.Redis.Mode, c.Redis.MasterName
 	if e.RedisMode == "" {
@@ -153,6 +175,16 @@ func checkDSN(v string) error {
 		return errors.New("not a PostgreSQL connection string (URL or key=value)") // the parse error may quote the password
 	}
 	return nil
+}
+
+// checkPostgresCA checks that ca is PEM and that the DSN verifies the
+// server with it (sslmode=verify-full).
+func checkPostgresCA(dsn string, ca []byte) error {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return errors.New("the PostgreSQL DSN does not parse")
+	}
+	return config.PinPostgresCA(cfg.ConnConfig, ca)
 }
 
 // checkAddrs checks a comma-separated list of host:port.
@@ -234,7 +266,7 @@ func (c *StoreCache) Open(ctx context.Context, e Endpoints) (*control.Store, err
 		c.close[k]()
 		delete(c.open, k)
 	}
-	cfg := config.Common{PGDSN: e.PostgresDSN, RedisAddrs: e.RedisAddrs, RedisMode: e.RedisMode, RedisMaster: e.RedisMaster}
+	cfg := config.Common{PGDSN: e.PostgresDSN, PGCA: e.PostgresCA, RedisAddrs: e.RedisAddrs, RedisMode: e.RedisMode, RedisMaster: e.RedisMaster}
 	if err := cfg.Check(config.Need{PG: true, Redis: true}); err != nil {
 		return nil, &connError{ReasonSecretMissing, err}
 	}
@@ -281,12 +313,28 @@ func ping(ctx context.Context, s *control.Store) error {
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if err := s.Pool.Ping(pctx); err != nil {
-		return &connError{ReasonPostgresUnreachable, fmt.Errorf("PostgreSQL does not answer: %w", err)}
+		return postgresError(err)
 	}
 	if err := s.Redis.Client().Ping(pctx).Err(); err != nil {
 		return &connError{ReasonRedisUnreachable, fmt.Errorf("redis does not answer: %w", err)}
 	}
 	return nil
+}
+
+// postgresError names why PostgreSQL could not be used: an untrusted or
+// mismatched certificate and a refused password are not outages.
+func postgresError(err error) error {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &verify):
+		return &connError{ReasonPostgresTLS, fmt.Errorf("PostgreSQL's certificate does not verify: %w", err)}
+	case errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000"):
+		return &connError{ReasonPostgresAuth, fmt.Errorf("PostgreSQL refused the login: %w", err)}
+	}
+	return &connError{ReasonPostgresUnreachable, fmt.Errorf("PostgreSQL does not answer: %w", err)}
 }
 
 // reasonOf is the Degraded reason of err.

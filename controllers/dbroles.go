@@ -21,6 +21,12 @@ import (
 // ReasonPostgresRoles: the workloads' PostgreSQL roles could not be made.
 const ReasonPostgresRoles = "PostgresRolesFailed"
 
+// Where the workloads' pods find spec.connections.postgresCASecret.
+const (
+	postgresCADir  = "/etc/seckill/postgres-ca"
+	postgresCAFile = "ca.crt"
+)
+
 // dbRolesSuffix names the operator's Secret of the workloads' DSNs.
 const dbRolesSuffix = "db-roles"
 
@@ -62,7 +68,8 @@ func roleIdentity(act *seckillv1alpha1.SeckillActivity) string { return string(a
 // with the role's user and password) in step. Passwords are made once and
 // kept in that Secret; deleting the Secret rotates them (new passwords, the
 // pods roll). It returns a digest of the Secret for the pods' secrets hash.
-func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, adminDSN string) (string, error) {
+func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, e Endpoints) (string, error) {
+	adminDSN := e.PostgresDSN
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, dbRolesSuffix), Namespace: act.Namespace}}
 	reader := r.APIReader
 	if reader == nil {
@@ -86,6 +93,9 @@ func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seck
 			data[role+"-password"] = []byte(pw)
 		}
 		dsn, err := pgroles.DSN(adminDSN, pgroles.Name(roleIdentity(act), role), pw)
+		if err == nil && len(e.PostgresCA) > 0 { // the authority as the pods see it: a mounted file
+			dsn, err = pgroles.SetParam(dsn, "sslrootcert", postgresCADir+"/"+postgresCAFile)
+		}
 		if err != nil {
 			return "", &connError{ReasonSecretInvalid, err}
 		}

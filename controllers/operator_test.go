@@ -3,7 +3,15 @@ package controllers
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -678,4 +686,76 @@ func TestReconcileRunsReachTheOperatorsMetrics(t *testing.T) {
 	require.Greater(t, samples(), before, "the run's duration observed")
 	time.Sleep(2 * time.Second) // more reconciles of the activity: the run is counted once
 	require.Equal(t, 3.0, testutil.ToFloat64(reconcileAnomalies.WithLabelValues(typ)))
+}
+
+// selfSignedCA is a PEM certificate authority PostgreSQL's certificate was
+// not signed by.
+func selfSignedCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the stack's CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// PostgreSQL's certificate is verified against spec.connections.
+// postgresCASecret: an authority that did not sign it fails closed with its
+// own reason (never a plain-text retry), the right one connects, the
+// workloads get it as the file their DSNs name, and a refused password has
+// its own reason too.
+func TestPostgresCertificateAndPasswordFailClosed(t *testing.T) {
+	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-tls-ca", Namespace: "default"}, Data: map[string][]byte{"ca.crt": selfSignedCA(t)}}
+	require.NoError(t, k8sClient.Create(testCtx, ca))
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ca) })
+	s := newSale(t, "pg-tls", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.Connections.PostgresCASecret = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ca.Name}, Key: "ca.crt"}
+	})
+	a := s.eventually("degraded by the certificate", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionDegraded)
+		return c.Status == metav1.ConditionTrue && c.Reason == ReasonPostgresTLS
+	})
+	require.Contains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "certificate")
+	var rows int
+	require.NoError(t, s.pool.QueryRow(testCtx, `SELECT count(*) FROM sku_inventory WHERE activity_id = $1`, s.activity).Scan(&rows))
+	require.Zero(t, rows, "nothing provisioned through an unverified connection")
+
+	stackCA, err := os.ReadFile(testenv.Get(t, "SECKILL_TLS_CA"))
+	require.NoError(t, err)
+	require.NoError(t, k8sClient.Get(testCtx, client.ObjectKeyFromObject(ca), ca))
+	ca.Data["ca.crt"] = stackCA
+	require.NoError(t, k8sClient.Update(testCtx, ca))
+	s.eventually("connected with the right authority", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
+	})
+	var d appsv1.Deployment
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(s.get(), ComponentConsumer)}, &d))
+	mounted := false
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		mounted = mounted || (v.Secret != nil && v.Secret.SecretName == ca.Name)
+	}
+	require.True(t, mounted, "the consumer's pods mount the authority")
+	var sec corev1.Secret
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(s.get(), dbRolesSuffix)}, &sec))
+	require.Contains(t, string(sec.Data[pgroles.Consumer+"-dsn"]), "sslrootcert=%2Fetc%2Fseckill%2Fpostgres-ca%2Fca.crt", "the role's DSN names the mounted file")
+
+	conn2 := s.pool.Config().ConnString()
+	var cs corev1.Secret
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: "pg-tls-conn"}, &cs))
+	cs.Data["pg-dsn"] = []byte(strings.Replace(conn2, "seckill:seckill@", "seckill:wrong@", 1))
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	a = s.eventually("degraded by the password", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionDegraded)
+		return c.Status == metav1.ConditionTrue && c.Reason == ReasonPostgresAuth
+	})
+	require.NotContains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "wrong", "the password is never shown")
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: "pg-tls-conn"}, &cs))
+	cs.Data["pg-dsn"] = []byte(conn2)
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	s.eventually("recovered", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse
+	})
 }

@@ -128,7 +128,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
-	roles, err := r.ensureDBRoles(ctx, &act, store, e.PostgresDSN)
+	roles, err := r.ensureDBRoles(ctx, &act, store, e)
 	if err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}

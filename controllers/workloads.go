@@ -244,6 +244,13 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 			SecretName: c.TokenKeysSecret.Name, DefaultMode: ptr.To(int32(0o440))}}})
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "token-keys", MountPath: tokenKeysDir, ReadOnly: true})
 	}
+	if dbRole(component) != "" && c.PostgresCASecret != nil {
+		// PostgreSQL's authority as the file the role's DSN names (sslrootcert).
+		volumes = append(volumes, corev1.Volume{Name: "postgres-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: c.PostgresCASecret.Name, DefaultMode: ptr.To(int32(0o444)),
+			Items: []corev1.KeyToPath{{Key: c.PostgresCASecret.Key, Path: postgresCAFile}}}}})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "postgres-ca", MountPath: postgresCADir, ReadOnly: true})
+	}
 	if component == ComponentGateway {
 		ctr.Args = append(ctr.Args, "-token-max-lifetime="+dur(act.Spec.Tokens.MaxLifetime, tokens.DefaultMaxLifetime).String())
 	}

@@ -22,7 +22,7 @@ set -a; . "$ROOT/.stack/env"; set +a
 PGBENCH="$(ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | tail -1)"
 [ -x "$PGBENCH" ] || PGBENCH="$(command -v pgbench)"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-db_dsn() { echo "${SECKILL_PG_ADMIN_DSN%/*}/$1?sslmode=disable"; }
+db_dsn() { echo "${SECKILL_PG_ADMIN_DSN%/*}/$1?sslmode=verify-full&sslrootcert=$SECKILL_TLS_CA"; }
 
 (cd "$ROOT" && go build -o "$ROOT/bin/seckill" ./workloads/cmd/seckill)
 ceiling=()

@@ -95,6 +95,25 @@ pg_dir() {
 }
 PG_DIR="$(pg_dir)"
 OWN_DIRS="$STACK_DIR $PG_DIR"
+# The stack's own certificate authority and PostgreSQL's server certificate
+# (for 127.0.0.1 and the cluster node's bridge address, where pods reach it):
+# every client verifies it (sslmode=verify-full). Made once, kept in .stack/tls.
+TLS_DIR="$STACK_DIR/tls"
+tls_up() {
+  [ -s "$TLS_DIR/ca.crt" ] && [ -s "$TLS_DIR/pg.crt" ] && return 0
+  mkdir -p "$TLS_DIR"
+  chmod 700 "$TLS_DIR"
+  log "TLS: a certificate authority and PostgreSQL's certificate in $TLS_DIR"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+    -subj "/CN=seckill local stack CA" -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.crt" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=seckill-postgres" \
+    -keyout "$TLS_DIR/pg.key" -out "$TLS_DIR/pg.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:localhost\nextendedKeyUsage=serverAuth\n' "${SECKILL_NODE_IP:-10.244.0.1}" > "$TLS_DIR/pg.ext"
+  openssl x509 -req -in "$TLS_DIR/pg.csr" -CA "$TLS_DIR/ca.crt" -CAkey "$TLS_DIR/ca.key" -CAcreateserial \
+    -days 825 -extfile "$TLS_DIR/pg.ext" -out "$TLS_DIR/pg.crt" 2>/dev/null
+  rm -f "$TLS_DIR/pg.csr" "$TLS_DIR/pg.ext"
+}
+
 pg_up() {
   local data="$PG_DIR/data" sock="$PG_DIR/run"
   mkdir -p "$PG_DIR" "$sock"
@@ -114,10 +133,18 @@ synchronous_commit = on
 log_min_messages = warning
 EOF
   fi
-  # Passwords are checked on TCP (every client: the tests, the workloads'
+  # TCP is TLS only, with passwords (every client: the tests, the workloads'
   # own roles); only the socket, which only root and postgres reach, trusts.
+  tls_up
+  install -o postgres -g postgres -m 600 "$TLS_DIR/pg.key" "$PG_DIR/server.key"
+  install -o postgres -g postgres -m 644 "$TLS_DIR/pg.crt" "$PG_DIR/server.crt"
+  if ! grep -q "^ssl = on" "$data/postgresql.conf"; then
+    printf "ssl = on\nssl_cert_file = '%s'\nssl_key_file = '%s'\nssl_min_protocol_version = 'TLSv1.2'\n" \
+      "$PG_DIR/server.crt" "$PG_DIR/server.key" >> "$data/postgresql.conf"
+  fi
   local hba="local all all trust
-host all all 127.0.0.1/32 scram-sha-256"
+hostssl all all 127.0.0.1/32 scram-sha-256
+hostnossl all all 127.0.0.1/32 reject"
   if [ "$(cat "$data/pg_hba.conf" 2>/dev/null)" != "$hba" ]; then
     printf '%s\n' "$hba" > "$data/pg_hba.conf"
     chown postgres:postgres "$data/pg_hba.conf"
@@ -300,8 +327,9 @@ envtest_wait() {
 write_env() {
   cat > "$ENV_FILE.tmp" <<EOF
 # Written by hack/stack.sh up; read by the tests and the demo.
-SECKILL_PG_DSN=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/seckill?sslmode=disable
-SECKILL_PG_ADMIN_DSN=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable
+SECKILL_PG_DSN=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/seckill?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt
+SECKILL_PG_ADMIN_DSN=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt
+SECKILL_TLS_CA=$TLS_DIR/ca.crt
 SECKILL_REDIS_ADDR=127.0.0.1:$REDIS_PORT
 SECKILL_REDIS_REPLICA_ADDR=127.0.0.1:$REPLICA_PORT
 SECKILL_REDIS_SENTINEL_ADDR=127.0.0.1:$SENTINEL_PORT

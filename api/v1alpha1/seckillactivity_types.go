@@ -58,6 +58,13 @@ type RedisConnection struct {
 type Connections struct {
 	// PostgresDSNSecret holds the PostgreSQL DSN.
 	PostgresDSNSecret corev1.SecretKeySelector `json:"postgresDSNSecret"`
+	// PostgresCASecret holds the PEM certificate authority PostgreSQL's
+	// server certificate is verified against (the DSN says
+	// sslmode=verify-full). The operator verifies with it, and mounts it in
+	// the workloads' pods as a file their DSNs name (sslrootcert). Without
+	// it, the DSN's own TLS settings apply (the system's authorities).
+	// +optional
+	PostgresCASecret *corev1.SecretKeySelector `json:"postgresCASecret,omitempty"`
 	// Redis says how to reach Redis.
 	Redis RedisConnection `json:"redis"`
 	// RocketMQEndpointSecret holds the RocketMQ 5 proxy gRPC endpoint (host:port).

@@ -20,6 +20,11 @@ import (
 func (in *Connections) DeepCopyInto(out *Connections) {
 	*out = *in
 	in.PostgresDSNSecret.DeepCopyInto(&out.PostgresDSNSecret)
+	if in.PostgresCASecret != nil {
+		in, out := &in.PostgresCASecret, &out.PostgresCASecret
+		*out = new(v1.SecretKeySelector)
+		(*in).DeepCopyInto(*out)
+	}
 	in.Redis.DeepCopyInto(&out.Redis)
 	in.RocketMQEndpointSecret.DeepCopyInto(&out.RocketMQEndpointSecret)
 	in.IDKeysSecret.DeepCopyInto(&out.IDKeysSecret)

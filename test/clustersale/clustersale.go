@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,9 +306,16 @@ func (r *run) apply(ctx context.Context) error {
 	}
 	onNode := func(s string) string { return strings.ReplaceAll(s, "127.0.0.1", NodeIP) }
 	r.tokenKey = []byte(ids.NewRandom().String())
+	// The stack's DSN names its CA as a file of this host; on the cluster
+	// the CA travels in the Secret (postgresCASecret), and the operator
+	// mounts it for the workloads.
+	dsn, ca, err := splitCA(onNode(r.o.DSN))
+	if err != nil {
+		return err
+	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stores", Namespace: ns.Name},
 		StringData: map[string]string{
-			"pg-dsn": onNode(r.o.DSN), "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint),
+			"pg-dsn": dsn, "pg-ca.crt": string(ca), "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint),
 			"id-keys": "1:" + strings.ReplaceAll(ids.NewRandom().String()+ids.NewRandom().String(), "-", ""), "token-key": string(r.tokenKey),
 		}}
 	if err := r.c.Create(ctx, secret); err != nil {
@@ -324,7 +332,7 @@ func (r *run) apply(ctx context.Context) error {
 			SKUs:       []seckillv1alpha1.SKUSpec{{ID: 1, Stock: int64(r.o.Stock), Buckets: 2, PriceCents: clusterPriceCents}},
 			// The end is far; the run brings it forward with kubectl patch.
 			Schedule: seckillv1alpha1.Schedule{Start: metav1.NewTime(start), End: metav1.NewTime(start.Add(30 * time.Minute))},
-			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"),
+			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"), PostgresCASecret: caRef(ca, ref("pg-ca.crt")),
 				Redis:                  seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs")},
 				RocketMQEndpointSecret: ref("rmq-endpoint"), IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
 			Workloads: seckillv1alpha1.WorkloadsSpec{Image: r.image, ImagePullPolicy: corev1.PullNever},
@@ -334,6 +342,34 @@ func (r *run) apply(ctx context.Context) error {
 		}}
 	r.logf("kubectl apply: SeckillActivity %s/%s, activity %d, %d units in 2 buckets, start %s", ns.Name, r.act.Name, activity, r.o.Stock, start.Format(time.TimeOnly))
 	return r.c.Create(ctx, r.act)
+}
+
+// splitCA takes the sslrootcert file out of a PostgreSQL URL and returns
+// the URL without it and the file's PEM (nil when it names none).
+func splitCA(dsn string) (string, []byte, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("the stack's DSN does not parse: %w", err)
+	}
+	q := u.Query()
+	path := q.Get("sslrootcert")
+	if path == "" {
+		return dsn, nil, nil
+	}
+	ca, err := os.ReadFile(path) //nolint:gosec // the stack's CA file
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the stack's PostgreSQL CA: %w", err)
+	}
+	q.Del("sslrootcert")
+	u.RawQuery = q.Encode()
+	return u.String(), ca, nil
+}
+
+func caRef(ca []byte, sel corev1.SecretKeySelector) *corev1.SecretKeySelector {
+	if len(ca) == 0 {
+		return nil
+	}
+	return &sel
 }
 
 // watch follows the activity as `kubectl get seckillactivities -w` does and

@@ -244,3 +244,22 @@ func DSN(dsn, user, password string) (string, error) {
 	// key=value: a later key wins in libpq's and pgx's parsers.
 	return fmt.Sprintf("%s user='%s' password='%s'", dsn, user, password), nil
 }
+
+// SetParam is dsn with one connection parameter set (e.g. sslrootcert: the
+// path where a workload's pod finds the CA), replacing the DSN's own.
+func SetParam(dsn, key, value string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", errors.New("the PostgreSQL URL does not parse")
+		}
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	if strings.ContainsAny(value, `'\`) {
+		return "", fmt.Errorf("parameter %s: a value with a quote or backslash", key)
+	}
+	return fmt.Sprintf("%s %s='%s'", dsn, key, value), nil
+}

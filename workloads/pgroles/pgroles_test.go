@@ -198,6 +198,15 @@ func TestDSN(t *testing.T) {
 			t.Errorf("DSN(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://r:pw@db/sale?sslmode=verify-full&sslrootcert=%2Fhost%2Fca.pem", "postgres://r:pw@db/sale?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.crt"},
+		{"host=db sslmode=verify-full", "host=db sslmode=verify-full sslrootcert='/etc/ca.crt'"},
+	} {
+		got, err := pgroles.SetParam(tc.in, "sslrootcert", "/etc/ca.crt")
+		if err != nil || got != tc.want {
+			t.Errorf("SetParam(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
 	if _, err := pgroles.DSN("", "r", "pw"); err == nil {
 		t.Error("an empty DSN was accepted")
 	}

@@ -7,6 +7,8 @@ package testenv
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -85,13 +87,13 @@ func EmptyDatabase(t testing.TB) (*pgxpool.Pool, string) {
 }
 
 func replaceDB(dsn, name string) string {
-	// postgres://user:pw@host:port/<db>?params
-	i := strings.LastIndex(dsn, "/")
-	rest := ""
-	if q := strings.Index(dsn[i:], "?"); q >= 0 {
-		rest = dsn[i+q:]
+	// postgres://user:pw@host:port/<db>?params (params may hold paths)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		panic(fmt.Sprintf("the stack's DSN does not parse: %v", err))
 	}
-	return dsn[:i+1] + name + rest
+	u.Path = "/" + name
+	return u.String()
 }
 
 // RedisSingle is a client of the standalone primary. Tests keep apart by

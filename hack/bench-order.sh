@@ -22,7 +22,8 @@ set -a; . "$ROOT/.stack/env"; set +a
 PGBENCH="$(ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | tail -1)"
 [ -x "$PGBENCH" ] || PGBENCH="$(command -v pgbench)"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-db_dsn() { echo "${SECKILL_PG_ADMIN_DSN%/*}/$1?sslmode=verify-full&sslrootcert=$SECKILL_TLS_CA"; }
+# The admin DSN with database $1 (its query, the TLS settings, kept).
+db_dsn() { local base="${SECKILL_PG_ADMIN_DSN%%\?*}"; echo "${base%/*}/$1?${SECKILL_PG_ADMIN_DSN#*\?}"; }
 
 (cd "$ROOT" && go build -o "$ROOT/bin/seckill" ./workloads/cmd/seckill)
 ceiling=()

@@ -326,9 +326,10 @@ envtest_wait() {
 
 write_env() {
   cat > "$ENV_FILE.tmp" <<EOF
-# Written by hack/stack.sh up; read by the tests and the demo.
-SECKILL_PG_DSN=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/seckill?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt
-SECKILL_PG_ADMIN_DSN=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt
+# Written by hack/stack.sh up; read by the tests and the demo (and sourced by
+# hack/*.sh: a value with a shell character is single-quoted).
+SECKILL_PG_DSN='postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/seckill?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt'
+SECKILL_PG_ADMIN_DSN='postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt'
 SECKILL_TLS_CA=$TLS_DIR/ca.crt
 SECKILL_REDIS_ADDR=127.0.0.1:$REDIS_PORT
 SECKILL_REDIS_REPLICA_ADDR=127.0.0.1:$REPLICA_PORT

@@ -61,6 +61,9 @@ func load() (map[string]string, error) {
 				continue
 			}
 			k, v, ok := strings.Cut(line, "=")
+			if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' { // quoted for the shell
+				v = v[1 : len(v)-1]
+			}
 			if ok {
 				loaded[k] = v
 			}

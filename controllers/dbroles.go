@@ -114,14 +114,21 @@ func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seck
 		}
 		r.rolesDone.Store(done, true)
 	}
+	// Written with plain create/update, read uncached above: the operator
+	// may get Secrets, never list or watch them.
 	if !exists || !equalData(sec.Data, data) {
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, sec, func() error {
-			sec.Labels = labels(act, dbRolesSuffix)
-			sec.Type = corev1.SecretTypeOpaque
-			sec.Data = data
-			return controllerutil.SetControllerReference(act, sec, r.Scheme)
-		}); err != nil {
-			return "", fmt.Errorf("applying secret %s: %w", sec.Name, err)
+		sec.Labels = labels(act, dbRolesSuffix)
+		sec.Type = corev1.SecretTypeOpaque
+		sec.Data = data
+		if err := controllerutil.SetControllerReference(act, sec, r.Scheme); err != nil {
+			return "", err
+		}
+		write := func() error { return r.Update(ctx, sec) }
+		if !exists {
+			write = func() error { return r.Create(ctx, sec) }
+		}
+		if err := write(); err != nil {
+			return "", fmt.Errorf("writing secret %s: %w", sec.Name, err)
 		}
 	}
 	return digestData(data), nil

@@ -41,13 +41,15 @@ type Endpoints struct {
 	RedisMode   string
 	RedisAddrs  string
 	RedisMaster string
+	// RedisUsername and RedisPassword: the Redis login, if any.
+	RedisUsername, RedisPassword string
 	// SecretsHash digests every Secret value the workloads read: a rotated
 	// DSN, key or endpoint rolls their pods (it is not part of key()).
 	SecretsHash string
 }
 
 func (e Endpoints) key() string {
-	h := sha256.Sum256([]byte(strings.Join([]string{e.PostgresDSN, string(e.PostgresCA), e.RedisMode, e.RedisAddrs, e.RedisMaster}, "\x00")))
+	h := sha256.Sum256([]byte(strings.Join([]string{e.PostgresDSN, string(e.PostgresCA), e.RedisMode, e.RedisAddrs, e.RedisMaster, e.RedisUsername, e.RedisPassword}, "\x00")))
 	return hex.EncodeToString(h[:])
 }
 
@@ -63,6 +65,9 @@ const (
 	// ReasonPostgresAuth: PostgreSQL refused the DSN's user or password.
 	ReasonPostgresAuth     = "PostgresAuthFailed"
 	ReasonRedisUnreachable = "RedisUnreachable"
+	// ReasonRedisAuth: Redis refused the login (user, password, or the
+	// user's rights).
+	ReasonRedisAuth = "RedisAuthFailed"
 )
 
 // connError is a connection failure with the condition reason it shows as.
@@ -117,6 +122,17 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 		e.PostgresCA = []byte(ca)
 		if err := checkPostgresCA(e.PostgresDSN, e.PostgresCA); err != nil {
 			return e, &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", act.Namespace, c.PostgresCASecret.Name, c.PostgresCASecret.Key, err)}
+		}
+	}
+	for _, v := range []struct {
+		sel *corev1.SecretKeySelector
+		to  *string
+	}{{c.Redis.UsernameSecret, &e.RedisUsername}, {c.Redis.PasswordSecret, &e.RedisPassword}} {
+		if v.sel == nil {
+			continue
+		}
+		if *v.to, err = get(*v.sel); err != nil {
+			return e, err
 		}
 	}
 	e.RedisMode, e.RedisMaster = c.Redis.Mode, c.Redis.MasterName
@@ -266,7 +282,8 @@ func (c *StoreCache) Open(ctx context.Context, e Endpoints) (*control.Store, err
 		c.close[k]()
 		delete(c.open, k)
 	}
-	cfg := config.Common{PGDSN: e.PostgresDSN, PGCA: e.PostgresCA, RedisAddrs: e.RedisAddrs, RedisMode: e.RedisMode, RedisMaster: e.RedisMaster}
+	cfg := config.Common{PGDSN: e.PostgresDSN, PGCA: e.PostgresCA, RedisAddrs: e.RedisAddrs, RedisMode: e.RedisMode, RedisMaster: e.RedisMaster,
+		RedisUsername: e.RedisUsername, RedisPassword: e.RedisPassword}
 	if err := cfg.Check(config.Need{PG: true, Redis: true}); err != nil {
 		return nil, &connError{ReasonSecretMissing, err}
 	}
@@ -316,7 +333,7 @@ func ping(ctx context.Context, s *control.Store) error {
 		return postgresError(err)
 	}
 	if err := s.Redis.Client().Ping(pctx).Err(); err != nil {
-		return &connError{ReasonRedisUnreachable, fmt.Errorf("redis does not answer: %w", err)}
+		return redisError(err)
 	}
 	return nil
 }
@@ -335,6 +352,17 @@ func postgresError(err error) error {
 		return &connError{ReasonPostgresAuth, fmt.Errorf("PostgreSQL refused the login: %w", err)}
 	}
 	return &connError{ReasonPostgresUnreachable, fmt.Errorf("PostgreSQL does not answer: %w", err)}
+}
+
+// redisError names why Redis could not be used: a refused login is no outage.
+func redisError(err error) error {
+	msg := err.Error()
+	for _, refused := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password"} {
+		if strings.Contains(msg, refused) {
+			return &connError{ReasonRedisAuth, fmt.Errorf("redis refused the login: %w", err)}
+		}
+	}
+	return &connError{ReasonRedisUnreachable, fmt.Errorf("redis does not answer: %w", err)}
 }
 
 // reasonOf is the Degraded reason of err.

@@ -66,6 +66,7 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 		"pg-dsn": pool.Config().ConnString(), "redis-addrs": testenv.Get(t, "SECKILL_REDIS_ADDR"),
 		"rmq-endpoint": "127.0.0.1:1", "id-keys": "1:" + strings.Repeat("ab", 32), "token-key": strings.Repeat("k", 32),
 		"payment-keys": "sim:" + strings.Repeat("cd", 32),
+		"redis-username": testenv.Get(t, "SECKILL_REDIS_USERNAME"), "redis-password": testenv.Get(t, "SECKILL_REDIS_PASSWORD"),
 	}}
 	require.NoError(t, k8sClient.Create(testCtx, secret))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), secret) })
@@ -76,6 +77,11 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 		&act.Spec.Connections.RocketMQEndpointSecret, &act.Spec.Connections.IDKeysSecret, act.Spec.Connections.TokenKeySecret} {
 		sel.Name = secret.Name
 	}
+	// The stack's Redis refuses anonymous clients: every activity logs in.
+	login := func(key string) *corev1.SecretKeySelector {
+		return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret.Name}, Key: key}
+	}
+	act.Spec.Connections.Redis.UsernameSecret, act.Spec.Connections.Redis.PasswordSecret = login("redis-username"), login("redis-password")
 	now := time.Now().Truncate(time.Second)
 	act.Spec.Schedule = seckillv1alpha1.Schedule{Start: metav1.NewTime(now.Add(-time.Minute)), End: metav1.NewTime(now.Add(time.Hour))}
 	if mutate != nil {
@@ -754,6 +760,40 @@ func TestPostgresCertificateAndPasswordFailClosed(t *testing.T) {
 	require.NotContains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "wrong", "the password is never shown")
 	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: "pg-tls-conn"}, &cs))
 	cs.Data["pg-dsn"] = []byte(conn2)
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	s.eventually("recovered", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse
+	})
+}
+
+// A Redis login the server refuses is Degraded RedisAuthFailed (never shown),
+// and the operator recovers once the Secret holds the right one; the pods
+// read the login from the same Secret.
+func TestRedisLoginFailsClosed(t *testing.T) {
+	s := newSale(t, "redis-login", nil)
+	a := s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	var d appsv1.Deployment
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &d))
+	env := map[string]corev1.EnvVar{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e
+	}
+	require.Equal(t, "redis-password", env["SECKILL_REDIS_PASSWORD"].ValueFrom.SecretKeyRef.Key)
+	require.Equal(t, "redis-username", env["SECKILL_REDIS_USERNAME"].ValueFrom.SecretKeyRef.Key)
+
+	var cs corev1.Secret
+	key := types.NamespacedName{Namespace: "default", Name: "redis-login-conn"}
+	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+	good := cs.Data["redis-password"]
+	cs.Data["redis-password"] = []byte("not-the-password")
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	a = s.eventually("degraded by the login", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionDegraded)
+		return c.Status == metav1.ConditionTrue && c.Reason == ReasonRedisAuth
+	})
+	require.NotContains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "not-the-password")
+	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+	cs.Data["redis-password"] = good
 	require.NoError(t, k8sClient.Update(testCtx, &cs))
 	s.eventually("recovered", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse

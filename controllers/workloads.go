@@ -178,6 +178,12 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	if c.Redis.MasterName != "" {
 		env = append(env, corev1.EnvVar{Name: names.EnvRedisMaster, Value: c.Redis.MasterName})
 	}
+	if c.Redis.UsernameSecret != nil {
+		env = append(env, secretEnv(names.EnvRedisUsername, *c.Redis.UsernameSecret))
+	}
+	if c.Redis.PasswordSecret != nil {
+		env = append(env, secretEnv(names.EnvRedisPassword, *c.Redis.PasswordSecret))
+	}
 	// Each component connects as its own role, never with the operator's
 	// DSN (which may migrate the schema).
 	if role := dbRole(component); role != "" {

@@ -44,6 +44,15 @@ export RMQ_CACHE="$CACHE"
 ENV_FILE="$STACK_DIR/env"
 PG_USER=seckill
 PG_PASSWORD=seckill
+# Redis requires a login everywhere: the workloads' and tests' ACL user (no
+# @admin commands: no CONFIG, DEBUG, REPLICAOF, CLIENT KILL, ACL, SHUTDOWN)
+# and the default user, the stack's own admin (replication, Sentinel, this
+# script's redis-cli through REDISCLI_AUTH).
+REDIS_USER=seckill
+REDIS_PASSWORD=seckill-redis
+REDIS_ADMIN_PASSWORD=seckill-redis-admin
+export REDISCLI_AUTH="$REDIS_ADMIN_PASSWORD"
+REDIS_ACL=(on ">$REDIS_PASSWORD" '~*' '&*' +@all -@admin)
 RMQ="$ROOT/hack/rocketmq/rmq.sh"
 
 RMQ_RESOURCES="$ROOT/hack/rocketmq/resources.txt" # topics and groups, with types and retry counts
@@ -184,7 +193,8 @@ redis_start() { # <name> <port> [extra args...]
   done
   redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --save "" --appendonly no \
-    --protected-mode no "$@"
+    --protected-mode no --requirepass "$REDIS_ADMIN_PASSWORD" --masterauth "$REDIS_ADMIN_PASSWORD" \
+    --user "$REDIS_USER" "${REDIS_ACL[@]}" "$@"
   wait_port "$port" "Redis $name" 20
   log "Redis $name started on $port"
 }
@@ -252,7 +262,10 @@ daemonize yes
 pidfile $dir/redis.pid
 logfile $dir/redis.log
 dir $dir
+requirepass $REDIS_ADMIN_PASSWORD
+user $REDIS_USER ${REDIS_ACL[*]} +sentinel|get-master-addr-by-name +sentinel|replicas +sentinel|sentinels +sentinel|slaves
 sentinel monitor $SENTINEL_MASTER 127.0.0.1 $REDIS_PORT 1
+sentinel auth-pass $SENTINEL_MASTER $REDIS_ADMIN_PASSWORD
 sentinel down-after-milliseconds $SENTINEL_MASTER 5000
 CONF
   redis-server "$dir/sentinel.conf" --sentinel
@@ -332,6 +345,9 @@ SECKILL_PG_DSN='postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/seckill?sslm
 SECKILL_PG_ADMIN_DSN='postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt'
 SECKILL_TLS_CA=$TLS_DIR/ca.crt
 SECKILL_REDIS_ADDR=127.0.0.1:$REDIS_PORT
+SECKILL_REDIS_USERNAME=$REDIS_USER
+SECKILL_REDIS_PASSWORD=$REDIS_PASSWORD
+SECKILL_REDIS_ADMIN_PASSWORD=$REDIS_ADMIN_PASSWORD
 SECKILL_REDIS_REPLICA_ADDR=127.0.0.1:$REPLICA_PORT
 SECKILL_REDIS_SENTINEL_ADDR=127.0.0.1:$SENTINEL_PORT
 SECKILL_REDIS_SENTINEL_MASTER=$SENTINEL_MASTER

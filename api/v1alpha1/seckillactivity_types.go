@@ -40,6 +40,7 @@ type Schedule struct {
 }
 
 // RedisConnection says how to reach Redis.
+// +kubebuilder:validation:XValidation:rule="!has(self.usernameSecret) || has(self.passwordSecret)",message="usernameSecret needs passwordSecret"
 type RedisConnection struct {
 	// Mode is single, sentinel or cluster.
 	// +kubebuilder:validation:Enum=single;sentinel;cluster
@@ -51,6 +52,15 @@ type RedisConnection struct {
 	// MasterName is the Sentinel master name (sentinel mode only).
 	// +optional
 	MasterName string `json:"masterName,omitempty"`
+	// UsernameSecret and PasswordSecret hold the Redis login (an ACL user
+	// and its password; the password alone logs in as the default user).
+	// In sentinel mode the same login is used with Sentinel. The operator
+	// checks it before it runs anything; a refused login is Degraded
+	// RedisAuthFailed.
+	// +optional
+	UsernameSecret *corev1.SecretKeySelector `json:"usernameSecret,omitempty"`
+	// +optional
+	PasswordSecret *corev1.SecretKeySelector `json:"passwordSecret,omitempty"`
 }
 
 // Connections references the Secrets that hold the stores' endpoints and keys.

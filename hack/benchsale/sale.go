@@ -88,6 +88,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	tokenKey := salekit.RandomHex(32)
 	common := []string{
 		"SECKILL_PG_DSN=" + salekit.Env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + salekit.Env("SECKILL_REDIS_ADDR"),
+		"SECKILL_REDIS_USERNAME=" + salekit.Env("SECKILL_REDIS_USERNAME"), "SECKILL_REDIS_PASSWORD=" + salekit.Env("SECKILL_REDIS_PASSWORD"),
 		"SECKILL_RMQ_ENDPOINT=" + salekit.Env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(activity, 10),
 		fmt.Sprintf("SECKILL_SKUS=%d:%d", sku, c.buckets), "SECKILL_ID_KEYS=1:" + salekit.RandomHex(32),
 		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + gatewayAddr,
@@ -113,7 +114,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		return nil, err
 	}
 	defer roles.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: salekit.Env("SECKILL_REDIS_ADDR")})
+	rdb := redis.NewClient(salekit.RedisOptions())
 	defer rdb.Close()
 	rs := redisstore.New(rdb)
 

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill-operator/workloads/stackenv"
 )
 
@@ -28,6 +30,11 @@ func Env(key string) string {
 		os.Exit(1)
 	}
 	return v
+}
+
+// RedisOptions are the stack's standalone Redis with its ACL login.
+func RedisOptions() *redis.Options {
+	return &redis.Options{Addr: Env("SECKILL_REDIS_ADDR"), Username: Env("SECKILL_REDIS_USERNAME"), Password: Env("SECKILL_REDIS_PASSWORD")}
 }
 
 // RandomHex is n random bytes, hex-encoded (keys for a local sale).

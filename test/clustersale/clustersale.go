@@ -64,6 +64,9 @@ type Options struct {
 	// DSN, RedisAddr and RMQEndpoint are the stack as this host reaches it;
 	// the Secret gets them on the node's address.
 	DSN, RedisAddr, RMQEndpoint string
+	// RedisUsername and RedisPassword log in to the stack's Redis (the
+	// activity's Secret carries them too).
+	RedisUsername, RedisPassword string
 	// Stock is the SKU's stock at the start; the run raises it by half.
 	Stock int
 	// Logf prints progress.
@@ -152,7 +155,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer pool.Close()
 	r.pool = pool
-	r.rdb = redis.NewClient(&redis.Options{Addr: o.RedisAddr})
+	r.rdb = redis.NewClient(&redis.Options{Addr: o.RedisAddr, Username: o.RedisUsername, Password: o.RedisPassword})
 	defer func() { _ = r.rdb.Close() }()
 
 	if err := r.removeLeftovers(ctx); err != nil {
@@ -315,7 +318,7 @@ func (r *run) apply(ctx context.Context) error {
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stores", Namespace: ns.Name},
 		StringData: map[string]string{
-			"pg-dsn": dsn, "pg-ca.crt": string(ca), "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint),
+			"pg-dsn": dsn, "pg-ca.crt": string(ca), "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint),
 			"id-keys": "1:" + strings.ReplaceAll(ids.NewRandom().String()+ids.NewRandom().String(), "-", ""), "token-key": string(r.tokenKey),
 		}}
 	if err := r.c.Create(ctx, secret); err != nil {
@@ -333,7 +336,8 @@ func (r *run) apply(ctx context.Context) error {
 			// The end is far; the run brings it forward with kubectl patch.
 			Schedule: seckillv1alpha1.Schedule{Start: metav1.NewTime(start), End: metav1.NewTime(start.Add(30 * time.Minute))},
 			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"), PostgresCASecret: caRef(ca, ref("pg-ca.crt")),
-				Redis:                  seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs")},
+				Redis: seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs"),
+					UsernameSecret: ptr.To(ref("redis-username")), PasswordSecret: ptr.To(ref("redis-password"))},
 				RocketMQEndpointSecret: ref("rmq-endpoint"), IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
 			Workloads: seckillv1alpha1.WorkloadsSpec{Image: r.image, ImagePullPolicy: corev1.PullNever},
 			Scaling: seckillv1alpha1.ScalingSpec{MinConsumers: 1, MaxConsumers: 4, TargetDrainTime: d(3 * time.Second),

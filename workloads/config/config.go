@@ -33,6 +33,10 @@ type Common struct {
 	RedisAddrs  string
 	RedisMode   string
 	RedisMaster string
+	// RedisUsername and RedisPassword log in to Redis (its ACL user; also
+	// Sentinel's, in sentinel mode).
+	RedisUsername string
+	RedisPassword string
 	RMQEndpoint string
 	ActivityID  int64
 	// SKUs is "sku:buckets,sku:buckets".
@@ -67,6 +71,16 @@ func (c *Common) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisAddrs, "redis-addrs", env(names.EnvRedisAddrs, ""), "comma-separated Redis host:port ($"+names.EnvRedisAddrs+")")
 	fs.StringVar(&c.RedisMode, "redis-mode", env(names.EnvRedisMode, "single"), "single, sentinel or cluster ($"+names.EnvRedisMode+")")
 	fs.StringVar(&c.RedisMaster, "redis-master", env(names.EnvRedisMaster, ""), "Sentinel master name ($"+names.EnvRedisMaster+")")
+	fs.StringVar(&c.RedisUsername, "redis-username", env(names.EnvRedisUsername, ""), "Redis ACL user ($"+names.EnvRedisUsername+")")
+	c.RedisPassword = os.Getenv(names.EnvRedisPassword)
+	fs.Func("redis-password-file", "file holding the Redis password (else $"+names.EnvRedisPassword+")", func(path string) error {
+		b, err := os.ReadFile(path) //nolint:gosec // the operator's mounted Secret
+		if err != nil {
+			return fmt.Errorf("reading the Redis password: %w", err)
+		}
+		c.RedisPassword = strings.TrimSpace(string(b))
+		return nil
+	})
 	fs.StringVar(&c.RMQEndpoint, "rmq-endpoint", env(names.EnvRMQEndpoint, ""), "RocketMQ proxy gRPC host:port ($"+names.EnvRMQEndpoint+")")
 	act, _ := strconv.ParseInt(env(names.EnvActivityID, "0"), 10, 64)
 	fs.Int64Var(&c.ActivityID, "activity-id", act, "activity id ($"+names.EnvActivityID+")")
@@ -97,6 +111,9 @@ func (c *Common) Check(n Need) error {
 			}
 		default:
 			errs = append(errs, fmt.Errorf("-redis-mode %q: want single, sentinel or cluster", c.RedisMode))
+		}
+		if c.RedisUsername != "" && c.RedisPassword == "" {
+			errs = append(errs, errors.New("-redis-username needs a password ($"+names.EnvRedisPassword+" or -redis-password-file)"))
 		}
 	}
 	if n.RMQ && c.RMQEndpoint == "" {
@@ -220,12 +237,14 @@ func PinPostgresCA(cfg *pgx.ConnConfig, ca []byte) error {
 // Redis opens the client for the configured topology.
 func (c *Common) Redis() redis.UniversalClient {
 	addrs := strings.Split(c.RedisAddrs, ",")
+	user, pw := c.RedisUsername, c.RedisPassword
 	switch c.RedisMode {
 	case "cluster":
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: user, Password: pw})
 	case "sentinel":
-		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: c.RedisMaster, SentinelAddrs: addrs})
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: c.RedisMaster, SentinelAddrs: addrs,
+			Username: user, Password: pw, SentinelUsername: user, SentinelPassword: pw})
 	default:
-		return redis.NewClient(&redis.Options{Addr: addrs[0]})
+		return redis.NewClient(&redis.Options{Addr: addrs[0], Username: user, Password: pw})
 	}
 }

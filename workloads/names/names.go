@@ -48,6 +48,10 @@ const (
 	EnvRedisAddrs   = "SECKILL_REDIS_ADDRS"
 	EnvRedisMode    = "SECKILL_REDIS_MODE"
 	EnvRedisMaster  = "SECKILL_REDIS_MASTER"
+	// EnvRedisUsername and EnvRedisPassword: the Redis ACL login (the
+	// password from the environment or a file, never a flag value).
+	EnvRedisUsername = "SECKILL_REDIS_USERNAME"
+	EnvRedisPassword = "SECKILL_REDIS_PASSWORD" //nolint:gosec // a variable name, not a credential
 	EnvRMQEndpoint  = "SECKILL_RMQ_ENDPOINT"
 	EnvIDKeys       = "SECKILL_ID_KEYS"
 	EnvIDKeyCurrent = "SECKILL_ID_KEY_CURRENT"

@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,12 +21,19 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/migrations"
+	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/stackenv"
 )
 
 // Lookup returns one endpoint of the stack (an environment variable wins
 // over the env file), for code that runs outside a test (TestMain).
-func Lookup(key string) (string, error) { return stackenv.Lookup(key) }
+func Lookup(key string) (string, error) {
+	v, err := stackenv.Lookup(key)
+	if err == nil {
+		exportLogins.Do(exportRedisLogin)
+	}
+	return v, err
+}
 
 // Get returns one endpoint of the stack (an environment variable wins over
 // the env file), failing the test when it is unknown.
@@ -35,6 +44,24 @@ func Get(t testing.TB, key string) string {
 		t.Fatalf("the real stack is not available: %v", err)
 	}
 	return v
+}
+
+var exportLogins sync.Once
+
+// exportRedisLogin puts the stack's Redis login into this process's
+// environment, as a pod's env carries it from a Secret: every workload
+// process a test starts inherits it (the stack refuses anonymous clients).
+func exportRedisLogin() {
+	for _, k := range []string{names.EnvRedisUsername, names.EnvRedisPassword} {
+		if v, err := stackenv.Lookup(k); err == nil && os.Getenv(k) == "" {
+			_ = os.Setenv(k, v)
+		}
+	}
+}
+
+// RedisLogin is the stack's Redis ACL user and password.
+func RedisLogin(t testing.TB) (user, password string) {
+	return Get(t, names.EnvRedisUsername), Get(t, names.EnvRedisPassword)
 }
 
 // Database creates a fresh, migrated database for one test and drops it at
@@ -100,7 +127,8 @@ func replaceDB(dsn, name string) string {
 // using their own activity ids, never by flushing.
 func RedisSingle(t testing.TB) redis.UniversalClient {
 	t.Helper()
-	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{Get(t, "SECKILL_REDIS_ADDR")}})
+	user, pw := RedisLogin(t)
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{Get(t, "SECKILL_REDIS_ADDR")}, Username: user, Password: pw})
 	ping(t, c)
 	return c
 }
@@ -108,7 +136,8 @@ func RedisSingle(t testing.TB) redis.UniversalClient {
 // RedisCluster is a cluster client of the three-master local cluster.
 func RedisCluster(t testing.TB) redis.UniversalClient {
 	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(Get(t, "SECKILL_REDIS_CLUSTER_ADDRS"), ",")})
+	user, pw := RedisLogin(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(Get(t, "SECKILL_REDIS_CLUSTER_ADDRS"), ","), Username: user, Password: pw})
 	ping(t, c)
 	return c
 }
@@ -127,8 +156,9 @@ func ping(t testing.TB, c redis.UniversalClient) {
 // Sentinel, the way the workloads' sentinel mode does.
 func RedisSentinel(t testing.TB) redis.UniversalClient {
 	t.Helper()
+	user, pw := RedisLogin(t)
 	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: Get(t, "SECKILL_REDIS_SENTINEL_MASTER"),
-		SentinelAddrs: []string{Get(t, "SECKILL_REDIS_SENTINEL_ADDR")}})
+		SentinelAddrs: []string{Get(t, "SECKILL_REDIS_SENTINEL_ADDR")}, Username: user, Password: pw, SentinelUsername: user, SentinelPassword: pw})
 	ping(t, c)
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/testenv"
@@ -36,7 +38,10 @@ func freeTCPPort(t *testing.T) int {
 func run(t *testing.T, bin string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	// Nothing from the caller's environment but the stack's Redis login
+	// (testenv puts it there, as a pod's env carries it).
+	cmd.Env = []string{"PATH=/usr/bin:/bin", names.EnvRedisUsername + "=" + os.Getenv(names.EnvRedisUsername),
+		names.EnvRedisPassword + "=" + os.Getenv(names.EnvRedisPassword)}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

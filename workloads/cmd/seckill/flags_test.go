@@ -22,6 +22,8 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"consumer without PostgreSQL", []string{"consumer", "-rmq-endpoint", "x:1", "-pg-dsn", ""}, "-pg-dsn is required"},
 		{"consumer zero attempts", []string{"consumer", "-rmq-endpoint", "x:1", "-pg-dsn", "postgres://x", "-max-attempts", "0"}, "-max-attempts at least 1"},
 		{"scanner bad redis mode", []string{"scanner", "-rmq-endpoint", "x:1", "-redis-addrs", "x:1", "-redis-mode", "ring", "-skus", "1:1"}, `-redis-mode "ring"`},
+		{"redis user without password", []string{"compensator", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-redis-username", "u"}, "-redis-username needs a password"},
+		{"redis password file missing", []string{"compensator", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-redis-password-file", "/nonexistent/pw"}, "reading the Redis password"},
 		{"sentinel without master", []string{"compensator", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-redis-mode", "sentinel"}, "-redis-master is required"},
 		{"dlq-replay without group", []string{"dlq-replay", "-rmq-endpoint", "x:1"}, "-group is required"},
 		{"dlq-replay unknown group", []string{"dlq-replay", "-rmq-endpoint", "x:1", "-group", "someone-else"}, "-topic is required"},

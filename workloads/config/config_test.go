@@ -48,6 +48,9 @@ func TestRedisModesConnect(t *testing.T) {
 		"sentinel": {RedisMode: "sentinel", RedisAddrs: testenv.Get(t, "SECKILL_REDIS_SENTINEL_ADDR"), RedisMaster: testenv.Get(t, "SECKILL_REDIS_SENTINEL_MASTER")},
 	} {
 		t.Run(mode, func(t *testing.T) {
+			anonymous := c
+			require.Error(t, anonymous.Redis().Ping(context.Background()).Err(), "the stack refuses anonymous clients")
+			c.RedisUsername, c.RedisPassword = testenv.RedisLogin(t)
 			require.NoError(t, c.Check(Need{Redis: true}))
 			rdb := c.Redis()
 			defer rdb.Close()

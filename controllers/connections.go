@@ -27,6 +27,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/migrations"
+	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/tokens"
@@ -41,6 +42,10 @@ type Endpoints struct {
 	RedisMode   string
 	RedisAddrs  string
 	RedisMaster string
+	// RocketMQEndpoint and RocketMQCA: the proxy and the authority its
+	// certificate is verified against (workloads only; CA optional).
+	RocketMQEndpoint string
+	RocketMQCA       []byte
 	// RedisUsername and RedisPassword: the Redis login, if any.
 	RedisUsername, RedisPassword string
 	// SecretsHash digests every Secret value the workloads read: a rotated
@@ -68,6 +73,9 @@ const (
 	// ReasonRedisAuth: Redis refused the login (user, password, or the
 	// user's rights).
 	ReasonRedisAuth = "RedisAuthFailed"
+	// ReasonRocketMQTLS: the proxy's certificate does not verify against
+	// rocketMQCASecret (or the proxy speaks no TLS).
+	ReasonRocketMQTLS = "RocketMQTLSFailed"
 )
 
 // connError is a connection failure with the condition reason it shows as.
@@ -154,6 +162,17 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 		if _, err := get(sel); err != nil {
 			return e, err
 		}
+	}
+	e.RocketMQEndpoint, _ = get(c.RocketMQEndpointSecret)
+	if c.RocketMQCASecret != nil {
+		ca, err := get(*c.RocketMQCASecret)
+		if err != nil {
+			return e, err
+		}
+		if _, err := mq.TLSConfig([]byte(ca)); err != nil {
+			return e, &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", act.Namespace, c.RocketMQCASecret.Name, c.RocketMQCASecret.Key, err)}
+		}
+		e.RocketMQCA = []byte(ca)
 	}
 	// Each value checked as the workloads will read it: a bad one is named
 	// now (Degraded SecretInvalid), not found by a crash-looping pod.
@@ -352,6 +371,40 @@ func postgresError(err error) error {
 		return &connError{ReasonPostgresAuth, fmt.Errorf("PostgreSQL refused the login: %w", err)}
 	}
 	return &connError{ReasonPostgresUnreachable, fmt.Errorf("PostgreSQL does not answer: %w", err)}
+}
+
+// checkRocketMQTLS makes the TLS handshake the workloads will make with
+// the proxy, verifying its certificate against the activity's CA: a pod
+// that cannot verify would only crash-loop. An unreachable proxy is not
+// judged here (the workloads wait for it); a certificate that does not
+// verify is.
+func checkRocketMQTLS(ctx context.Context, e Endpoints) error {
+	if len(e.RocketMQCA) == 0 {
+		return nil
+	}
+	tc, err := mq.TLSConfig(e.RocketMQCA)
+	if err != nil {
+		return &connError{ReasonSecretInvalid, err}
+	}
+	host, _, err := net.SplitHostPort(e.RocketMQEndpoint)
+	if err != nil {
+		return &connError{ReasonSecretInvalid, err}
+	}
+	tc.ServerName, tc.NextProtos = host, []string{"h2"}
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := (&tls.Dialer{Config: tc}).DialContext(dctx, "tcp", e.RocketMQEndpoint)
+	if err == nil {
+		return conn.Close()
+	}
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var rec tls.RecordHeaderError
+	if errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &verify) || errors.As(err, &rec) {
+		return &connError{ReasonRocketMQTLS, fmt.Errorf("the RocketMQ proxy's certificate does not verify: %w", err)}
+	}
+	return nil
 }
 
 // redisError names why Redis could not be used: a refused login is no outage.

@@ -65,7 +65,7 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-conn", Namespace: "default"}, StringData: map[string]string{
 		"pg-dsn": pool.Config().ConnString(), "redis-addrs": testenv.Get(t, "SECKILL_REDIS_ADDR"),
 		"rmq-endpoint": "127.0.0.1:1", "id-keys": "1:" + strings.Repeat("ab", 32), "token-key": strings.Repeat("k", 32),
-		"payment-keys": "sim:" + strings.Repeat("cd", 32),
+		"payment-keys":   "sim:" + strings.Repeat("cd", 32),
 		"redis-username": testenv.Get(t, "SECKILL_REDIS_USERNAME"), "redis-password": testenv.Get(t, "SECKILL_REDIS_PASSWORD"),
 	}}
 	require.NoError(t, k8sClient.Create(testCtx, secret))
@@ -798,4 +798,51 @@ func TestRedisLoginFailsClosed(t *testing.T) {
 	s.eventually("recovered", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse
 	})
+}
+
+// The proxy's certificate is checked against spec.connections.
+// rocketMQCASecret before any workload runs with it: another authority is
+// Degraded RocketMQTLSFailed; the stack's CA passes, and every pod gets it
+// as the file $SECKILL_RMQ_CA_FILE names.
+func TestRocketMQCertificateIsChecked(t *testing.T) {
+	stackCA, err := os.ReadFile(testenv.Get(t, "SECKILL_RMQ_CA_FILE"))
+	require.NoError(t, err)
+	rmqSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rmq-tls", Namespace: "default"}, Data: map[string][]byte{
+		"endpoint": []byte(testenv.Get(t, "SECKILL_RMQ_ENDPOINT")), "ca.crt": selfSignedCA(t)}}
+	require.NoError(t, k8sClient.Create(testCtx, rmqSecret))
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), rmqSecret) })
+	s := newSale(t, "rmq-tls", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.Connections.RocketMQEndpointSecret = corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: rmqSecret.Name}, Key: "endpoint"}
+		a.Spec.Connections.RocketMQCASecret = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: rmqSecret.Name}, Key: "ca.crt"}
+	})
+	a := s.eventually("degraded by the proxy's certificate", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionDegraded)
+		return c.Status == metav1.ConditionTrue && c.Reason == ReasonRocketMQTLS
+	})
+	var d appsv1.Deployment
+	require.True(t, apierrors.IsNotFound(k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &d)),
+		"no workload runs before the certificate verifies")
+
+	require.NoError(t, k8sClient.Get(testCtx, client.ObjectKeyFromObject(rmqSecret), rmqSecret))
+	rmqSecret.Data["ca.crt"] = stackCA
+	require.NoError(t, k8sClient.Update(testCtx, rmqSecret))
+	s.eventually("verified", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse
+	})
+	require.Eventually(t, func() bool {
+		return k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentConsumer)}, &d) == nil
+	}, 30*time.Second, 200*time.Millisecond)
+	ctr := d.Spec.Template.Spec.Containers[0]
+	file := ""
+	for _, e := range ctr.Env {
+		if e.Name == "SECKILL_RMQ_CA_FILE" {
+			file = e.Value
+		}
+	}
+	require.Equal(t, rocketMQCADir+"/ca.crt", file)
+	mounted := false
+	for _, m := range ctr.VolumeMounts {
+		mounted = mounted || m.MountPath == rocketMQCADir
+	}
+	require.True(t, mounted)
 }

@@ -128,6 +128,9 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
+	if err := checkRocketMQTLS(ctx, e); err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
 	roles, err := r.ensureDBRoles(ctx, &act, store, e)
 	if err != nil {
 		return r.degraded(ctx, before, &act, err)

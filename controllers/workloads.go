@@ -250,6 +250,14 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 			SecretName: c.TokenKeysSecret.Name, DefaultMode: ptr.To(int32(0o440))}}})
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "token-keys", MountPath: tokenKeysDir, ReadOnly: true})
 	}
+	if c.RocketMQCASecret != nil {
+		// The proxy's authority as a file (every component: most reach the broker).
+		volumes = append(volumes, corev1.Volume{Name: "rocketmq-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: c.RocketMQCASecret.Name, DefaultMode: ptr.To(int32(0o444)),
+			Items: []corev1.KeyToPath{{Key: c.RocketMQCASecret.Key, Path: "ca.crt"}}}}})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "rocketmq-ca", MountPath: rocketMQCADir, ReadOnly: true})
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: names.EnvRMQCAFile, Value: rocketMQCADir + "/ca.crt"})
+	}
 	if dbRole(component) != "" && c.PostgresCASecret != nil {
 		// PostgreSQL's authority as the file the role's DSN names (sslrootcert).
 		volumes = append(volumes, corev1.Volume{Name: "postgres-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -273,6 +281,9 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 		},
 	}
 }
+
+// rocketMQCADir is where the pods find spec.connections.rocketMQCASecret.
+const rocketMQCADir = "/etc/seckill/rocketmq-ca"
 
 // tokenKeysDir is where the gateway finds the Secret of token keys.
 const tokenKeysDir = "/etc/seckill/token-keys" //nolint:gosec // a mount path, not a credential

@@ -109,18 +109,29 @@ OWN_DIRS="$STACK_DIR $PG_DIR"
 # every client verifies it (sslmode=verify-full). Made once, kept in .stack/tls.
 TLS_DIR="$STACK_DIR/tls"
 tls_up() {
-  [ -s "$TLS_DIR/ca.crt" ] && [ -s "$TLS_DIR/pg.crt" ] && return 0
   mkdir -p "$TLS_DIR"
   chmod 700 "$TLS_DIR"
-  log "TLS: a certificate authority and PostgreSQL's certificate in $TLS_DIR"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
-    -subj "/CN=seckill local stack CA" -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.crt" 2>/dev/null
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=seckill-postgres" \
-    -keyout "$TLS_DIR/pg.key" -out "$TLS_DIR/pg.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:localhost\nextendedKeyUsage=serverAuth\n' "${SECKILL_NODE_IP:-10.244.0.1}" > "$TLS_DIR/pg.ext"
-  openssl x509 -req -in "$TLS_DIR/pg.csr" -CA "$TLS_DIR/ca.crt" -CAkey "$TLS_DIR/ca.key" -CAcreateserial \
-    -days 825 -extfile "$TLS_DIR/pg.ext" -out "$TLS_DIR/pg.crt" 2>/dev/null
-  rm -f "$TLS_DIR/pg.csr" "$TLS_DIR/pg.ext"
+  if [ ! -s "$TLS_DIR/ca.crt" ]; then
+    log "TLS: the stack's certificate authority in $TLS_DIR"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+      -subj "/CN=seckill local stack CA" -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.crt" 2>/dev/null
+    rm -f "$TLS_DIR"/pg.crt "$TLS_DIR"/rmq.crt
+  fi
+  server_cert pg seckill-postgres
+  server_cert rmq seckill-rocketmq-proxy
+}
+# server_cert <name> <cn>: a server certificate of the stack's CA (PKCS#8 key,
+# as Netty reads it) for 127.0.0.1 and the node's bridge address.
+server_cert() {
+  local n="$1"
+  [ -s "$TLS_DIR/$n.crt" ] && return 0
+  log "TLS: the certificate of $2 in $TLS_DIR"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
+    -keyout "$TLS_DIR/$n.key" -out "$TLS_DIR/$n.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:localhost\nextendedKeyUsage=serverAuth\n' "${SECKILL_NODE_IP:-10.244.0.1}" > "$TLS_DIR/$n.ext"
+  openssl x509 -req -in "$TLS_DIR/$n.csr" -CA "$TLS_DIR/ca.crt" -CAkey "$TLS_DIR/ca.key" -CAcreateserial \
+    -days 825 -extfile "$TLS_DIR/$n.ext" -out "$TLS_DIR/$n.crt" 2>/dev/null
+  rm -f "$TLS_DIR/$n.csr" "$TLS_DIR/$n.ext"
 }
 
 pg_up() {
@@ -344,6 +355,7 @@ write_env() {
 SECKILL_PG_DSN='postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/seckill?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt'
 SECKILL_PG_ADMIN_DSN='postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt'
 SECKILL_TLS_CA=$TLS_DIR/ca.crt
+SECKILL_RMQ_CA_FILE=$TLS_DIR/ca.crt
 SECKILL_REDIS_ADDR=127.0.0.1:$REDIS_PORT
 SECKILL_REDIS_USERNAME=$REDIS_USER
 SECKILL_REDIS_PASSWORD=$REDIS_PASSWORD

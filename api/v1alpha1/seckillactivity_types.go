@@ -79,6 +79,13 @@ type Connections struct {
 	Redis RedisConnection `json:"redis"`
 	// RocketMQEndpointSecret holds the RocketMQ 5 proxy gRPC endpoint (host:port).
 	RocketMQEndpointSecret corev1.SecretKeySelector `json:"rocketMQEndpointSecret"`
+	// RocketMQCASecret holds the PEM authority the proxy's TLS certificate
+	// is verified against (for the address of rocketMQEndpointSecret). The
+	// operator checks it with a handshake (Degraded RocketMQTLSFailed when it
+	// does not verify) and mounts it in the workloads' pods. Without it the
+	// client library's default applies: TLS that accepts any certificate.
+	// +optional
+	RocketMQCASecret *corev1.SecretKeySelector `json:"rocketMQCASecret,omitempty"`
 	// IDKeysSecret holds the HMAC keys of the stable business ids
 	// ("<version>:<hex key>,..."); old versions must stay for rotation.
 	IDKeysSecret corev1.SecretKeySelector `json:"idKeysSecret"`

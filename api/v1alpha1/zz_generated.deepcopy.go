@@ -27,6 +27,11 @@ func (in *Connections) DeepCopyInto(out *Connections) {
 	}
 	in.Redis.DeepCopyInto(&out.Redis)
 	in.RocketMQEndpointSecret.DeepCopyInto(&out.RocketMQEndpointSecret)
+	if in.RocketMQCASecret != nil {
+		in, out := &in.RocketMQCASecret, &out.RocketMQCASecret
+		*out = new(v1.SecretKeySelector)
+		(*in).DeepCopyInto(*out)
+	}
 	in.IDKeysSecret.DeepCopyInto(&out.IDKeysSecret)
 	if in.TokenKeySecret != nil {
 		in, out := &in.TokenKeySecret, &out.TokenKeySecret

@@ -40,7 +40,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	res, err := clustersale.Run(ctx, clustersale.Options{Root: root, DSN: env("SECKILL_PG_DSN"), RedisAddr: env("SECKILL_REDIS_ADDR"),
-		RMQEndpoint: env("SECKILL_RMQ_ENDPOINT"), RedisUsername: env("SECKILL_REDIS_USERNAME"), RedisPassword: env("SECKILL_REDIS_PASSWORD"), Stock: *stock,
+		RMQEndpoint: env("SECKILL_RMQ_ENDPOINT"), RocketMQCA: readCA(env("SECKILL_RMQ_CA_FILE")), RedisUsername: env("SECKILL_REDIS_USERNAME"), RedisPassword: env("SECKILL_REDIS_PASSWORD"), Stock: *stock,
 		Logf: func(format string, args ...any) { fmt.Printf(format+"\n", args...) }})
 	if res != nil {
 		report(res)
@@ -90,4 +90,14 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// readCA is the stack's CA file, or exits.
+func readCA(path string) []byte {
+	b, err := os.ReadFile(path) //nolint:gosec // the stack's CA
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return b
 }

@@ -67,8 +67,15 @@ advertised() {
   if [ -n "$ip" ] && ip -4 -o addr show 2>/dev/null | grep " inet $ip/" >/dev/null; then echo "$ip"; else echo 127.0.0.1; fi
 }
 
+# The proxy's gRPC certificate: the local stack's (hack/stack.sh makes it,
+# signed by its CA, for 127.0.0.1 and the node's bridge), so that clients
+# verify it; without one the proxy falls back to its self-signed test mode.
+TLS_DIR="${RMQ_TLS_DIR:-$HERE/../../.stack/tls}"
+tls_test_mode() { if [ -s "$TLS_DIR/rmq.crt" ] && [ -s "$TLS_DIR/rmq.key" ]; then echo false; else echo true; fi; }
+
 render() {
-  sed -e "s#@RUN_DIR@#$RUN#g" -e "s#@BROKER_IP@#$(advertised)#g" -e "s#@NAMESRV_PORT@#$NAMESRV_PORT#g" -e "s#@BROKER_PORT@#$BROKER_PORT#g" \
+  sed -e "s#@TLS_TEST_MODE@#$(tls_test_mode)#g" -e "s#@TLS_CERT@#$TLS_DIR/rmq.crt#g" -e "s#@TLS_KEY@#$TLS_DIR/rmq.key#g" \
+      -e "s#@RUN_DIR@#$RUN#g" -e "s#@BROKER_IP@#$(advertised)#g" -e "s#@NAMESRV_PORT@#$NAMESRV_PORT#g" -e "s#@BROKER_PORT@#$BROKER_PORT#g" \
       -e "s#@GRPC_PORT@#$GRPC_PORT#g" -e "s#@REMOTING_PORT@#$REMOTING_PORT#g" "$1"
 }
 

@@ -64,6 +64,9 @@ type Options struct {
 	// DSN, RedisAddr and RMQEndpoint are the stack as this host reaches it;
 	// the Secret gets them on the node's address.
 	DSN, RedisAddr, RMQEndpoint string
+	// RocketMQCA is the PEM authority of the proxy's certificate (none: the
+	// client library's unverified TLS).
+	RocketMQCA []byte
 	// RedisUsername and RedisPassword log in to the stack's Redis (the
 	// activity's Secret carries them too).
 	RedisUsername, RedisPassword string
@@ -318,7 +321,7 @@ func (r *run) apply(ctx context.Context) error {
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stores", Namespace: ns.Name},
 		StringData: map[string]string{
-			"pg-dsn": dsn, "pg-ca.crt": string(ca), "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint),
+			"pg-dsn": dsn, "pg-ca.crt": string(ca), "rmq-ca.crt": string(r.o.RocketMQCA), "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint),
 			"id-keys": "1:" + strings.ReplaceAll(ids.NewRandom().String()+ids.NewRandom().String(), "-", ""), "token-key": string(r.tokenKey),
 		}}
 	if err := r.c.Create(ctx, secret); err != nil {
@@ -338,7 +341,7 @@ func (r *run) apply(ctx context.Context) error {
 			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"), PostgresCASecret: caRef(ca, ref("pg-ca.crt")),
 				Redis: seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs"),
 					UsernameSecret: ptr.To(ref("redis-username")), PasswordSecret: ptr.To(ref("redis-password"))},
-				RocketMQEndpointSecret: ref("rmq-endpoint"), IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
+				RocketMQEndpointSecret: ref("rmq-endpoint"), RocketMQCASecret: caRef(r.o.RocketMQCA, ref("rmq-ca.crt")), IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
 			Workloads: seckillv1alpha1.WorkloadsSpec{Image: r.image, ImagePullPolicy: corev1.PullNever},
 			Scaling: seckillv1alpha1.ScalingSpec{MinConsumers: 1, MaxConsumers: 4, TargetDrainTime: d(3 * time.Second),
 				ScaleDownStabilization: d(15 * time.Second), CompensationPauseAfter: d(15 * time.Second)},

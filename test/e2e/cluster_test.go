@@ -41,7 +41,7 @@ func TestSaleOnTheCluster(t *testing.T) {
 	defer cancel()
 	res, err := clustersale.Run(ctx, clustersale.Options{Root: repoRoot(), DSN: pool.Config().ConnString(),
 		RedisAddr: testenv.Get(t, "SECKILL_REDIS_ADDR"), RMQEndpoint: testenv.Get(t, "SECKILL_RMQ_ENDPOINT"),
-		RedisUsername: testenv.Get(t, "SECKILL_REDIS_USERNAME"), RedisPassword: testenv.Get(t, "SECKILL_REDIS_PASSWORD"),
+		RocketMQCA: readFile(t, testenv.Get(t, "SECKILL_RMQ_CA_FILE")), RedisUsername: testenv.Get(t, "SECKILL_REDIS_USERNAME"), RedisPassword: testenv.Get(t, "SECKILL_REDIS_PASSWORD"),
 		Stock: 400, Logf: t.Logf})
 	if res != nil {
 		t.Logf("activity %d in %s, %s; phases %v; answers %v", res.Activity, res.Namespace, res.Took, res.Phases, res.Answers)
@@ -60,4 +60,11 @@ func TestSaleOnTheCluster(t *testing.T) {
 	require.Positive(t, res.Answers["ACTIVITY_PAUSED"], "paused: the gateway refused")
 	require.Positive(t, res.Answers["SOLD_OUT"], "more buyers than stock")
 	require.Empty(t, res.Failed(), "every invariant holds")
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path) //nolint:gosec // the stack's CA
+	require.NoError(t, err)
+	return b
 }

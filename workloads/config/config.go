@@ -26,10 +26,10 @@ import (
 
 // Common is what every workload needs.
 type Common struct {
-	PGDSN       string
+	PGDSN string
 	// PGCA is a PEM authority for PostgreSQL's certificate (the operator's:
 	// from a Secret; the workloads name theirs in the DSN, sslrootcert).
-	PGCA []byte
+	PGCA        []byte
 	RedisAddrs  string
 	RedisMode   string
 	RedisMaster string
@@ -37,8 +37,8 @@ type Common struct {
 	// Sentinel's, in sentinel mode).
 	RedisUsername string
 	RedisPassword string
-	RMQEndpoint string
-	ActivityID  int64
+	RMQEndpoint   string
+	ActivityID    int64
 	// SKUs is "sku:buckets,sku:buckets".
 	SKUs string
 	// IDKeys is "version:hexkey,..."; IDKeyCurrent the version for new ids.

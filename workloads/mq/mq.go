@@ -71,6 +71,9 @@ type Producer struct {
 // does not exist on the broker.
 func NewProducer(endpoint string, topics ...string) (*Producer, error) {
 	quietClientLog()
+	if err := caFromEnv(); err != nil {
+		return nil, err
+	}
 	pr := &Producer{endpoint: endpoint, topics: topics}
 	p, err := pr.start()
 	if err != nil {
@@ -226,6 +229,9 @@ const fallbackAwait = 5 * time.Second
 // NewConsumer starts a SimpleConsumer of group subscribed to all messages of topics.
 func NewConsumer(endpoint, group string, topics ...string) (*Consumer, error) {
 	quietClientLog()
+	if err := caFromEnv(); err != nil {
+		return nil, err
+	}
 	subs := make(map[string]*rmq.FilterExpression, len(topics))
 	for _, t := range topics {
 		subs[t] = rmq.SUB_ALL

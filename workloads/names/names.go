@@ -44,18 +44,21 @@ func DLQTopic(group string) string { return "%DLQ%" + group }
 
 // Environment variables the operator sets on the workloads.
 const (
-	EnvPGDSN        = "SECKILL_PG_DSN"
-	EnvRedisAddrs   = "SECKILL_REDIS_ADDRS"
-	EnvRedisMode    = "SECKILL_REDIS_MODE"
-	EnvRedisMaster  = "SECKILL_REDIS_MASTER"
+	EnvPGDSN       = "SECKILL_PG_DSN"
+	EnvRedisAddrs  = "SECKILL_REDIS_ADDRS"
+	EnvRedisMode   = "SECKILL_REDIS_MODE"
+	EnvRedisMaster = "SECKILL_REDIS_MASTER"
 	// EnvRedisUsername and EnvRedisPassword: the Redis ACL login (the
 	// password from the environment or a file, never a flag value).
 	EnvRedisUsername = "SECKILL_REDIS_USERNAME"
+	// EnvRMQCAFile names the PEM authority the proxy's certificate is
+	// verified against.
+	EnvRMQCAFile     = "SECKILL_RMQ_CA_FILE"
 	EnvRedisPassword = "SECKILL_REDIS_PASSWORD" //nolint:gosec // a variable name, not a credential
-	EnvRMQEndpoint  = "SECKILL_RMQ_ENDPOINT"
-	EnvIDKeys       = "SECKILL_ID_KEYS"
-	EnvIDKeyCurrent = "SECKILL_ID_KEY_CURRENT"
-	EnvTokenKey     = "SECKILL_TOKEN_KEY" //nolint:gosec // the name of a variable, not a credential
+	EnvRMQEndpoint   = "SECKILL_RMQ_ENDPOINT"
+	EnvIDKeys        = "SECKILL_ID_KEYS"
+	EnvIDKeyCurrent  = "SECKILL_ID_KEY_CURRENT"
+	EnvTokenKey      = "SECKILL_TOKEN_KEY" //nolint:gosec // the name of a variable, not a credential
 	// EnvTokenKeysDir, EnvTokenIssuer and EnvTokenAudience configure the
 	// gateway's token verifier (a mounted Secret of keys; iss and aud).
 	EnvTokenKeysDir  = "SECKILL_TOKEN_KEYS_DIR" //nolint:gosec // the name of a variable, not a credential

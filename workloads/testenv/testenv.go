@@ -48,11 +48,12 @@ func Get(t testing.TB, key string) string {
 
 var exportLogins sync.Once
 
-// exportRedisLogin puts the stack's Redis login into this process's
-// environment, as a pod's env carries it from a Secret: every workload
-// process a test starts inherits it (the stack refuses anonymous clients).
+// exportRedisLogin puts the stack's Redis login (and the CA the RocketMQ
+// proxy's certificate is verified against) into this process's environment,
+// as a pod's env carries them from Secrets: every workload process a test
+// starts inherits them (the stack refuses anonymous Redis clients).
 func exportRedisLogin() {
-	for _, k := range []string{names.EnvRedisUsername, names.EnvRedisPassword} {
+	for _, k := range []string{names.EnvRedisUsername, names.EnvRedisPassword, names.EnvRMQCAFile} {
 		if v, err := stackenv.Lookup(k); err == nil && os.Getenv(k) == "" {
 			_ = os.Setenv(k, v)
 		}

@@ -191,7 +191,7 @@ func Ensure(ctx context.Context, pool *pgxpool.Pool, name, role, password string
 		for _, s := range stmts {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				if isPrivilege(err) {
-					return fmt.Errorf("role %s: %w: %v", name, ErrNoPrivilege, err)
+					return fmt.Errorf("role %s: %w: %w", name, ErrNoPrivilege, err)
 				}
 				return fmt.Errorf("role %s: %s: %w", name, strings.SplitN(s, " PASSWORD", 2)[0], err)
 			}

@@ -3,14 +3,7 @@ package controllers
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"slices"
 	"strings"
@@ -694,27 +687,13 @@ func TestReconcileRunsReachTheOperatorsMetrics(t *testing.T) {
 	require.Equal(t, 3.0, testutil.ToFloat64(reconcileAnomalies.WithLabelValues(typ)))
 }
 
-// selfSignedCA is a PEM certificate authority PostgreSQL's certificate was
-// not signed by.
-func selfSignedCA(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the stack's CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
 // PostgreSQL's certificate is verified against spec.connections.
 // postgresCASecret: an authority that did not sign it fails closed with its
 // own reason (never a plain-text retry), the right one connects, the
 // workloads get it as the file their DSNs name, and a refused password has
 // its own reason too.
 func TestPostgresCertificateAndPasswordFailClosed(t *testing.T) {
-	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-tls-ca", Namespace: "default"}, Data: map[string][]byte{"ca.crt": selfSignedCA(t)}}
+	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-tls-ca", Namespace: "default"}, Data: map[string][]byte{"ca.crt": testenv.ForeignCA(t)}}
 	require.NoError(t, k8sClient.Create(testCtx, ca))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ca) })
 	s := newSale(t, "pg-tls", func(a *seckillv1alpha1.SeckillActivity) {
@@ -808,7 +787,7 @@ func TestRocketMQCertificateIsChecked(t *testing.T) {
 	stackCA, err := os.ReadFile(testenv.Get(t, "SECKILL_RMQ_CA_FILE"))
 	require.NoError(t, err)
 	rmqSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rmq-tls", Namespace: "default"}, Data: map[string][]byte{
-		"endpoint": []byte(testenv.Get(t, "SECKILL_RMQ_ENDPOINT")), "ca.crt": selfSignedCA(t)}}
+		"endpoint": []byte(testenv.Get(t, "SECKILL_RMQ_ENDPOINT")), "ca.crt": testenv.ForeignCA(t)}}
 	require.NoError(t, k8sClient.Create(testCtx, rmqSecret))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), rmqSecret) })
 	s := newSale(t, "rmq-tls", func(a *seckillv1alpha1.SeckillActivity) {

@@ -139,6 +139,8 @@ type run struct {
 
 	mu  sync.Mutex
 	res *Result
+	// lastPhase: the last phase recorded (under mu).
+	lastPhase seckillv1alpha1.Phase
 }
 
 // Run runs the sale; it returns an error when a step could not be carried
@@ -383,7 +385,6 @@ func caRef(ca []byte, sel corev1.SecretKeySelector) *corev1.SecretKeySelector {
 // records the phases, the consumer count and the backlog guard.
 func (r *run) watch(ctx context.Context) {
 	var last Sample
-	lastPhase := seckillv1alpha1.Phase("")
 	first := true
 	for ctx.Err() == nil {
 		var a seckillv1alpha1.SeckillActivity
@@ -397,12 +398,7 @@ func (r *run) watch(ctx context.Context) {
 			s := Sample{At: time.Since(r.start).Round(time.Second), Desired: st.DesiredConsumers, Ready: ready, Reason: st.ScalingReason,
 				CompensationStop: meta.IsStatusConditionTrue(st.Conditions, seckillv1alpha1.ConditionCompensationPaused)}
 			r.mu.Lock()
-			if st.Phase != "" && st.Phase != lastPhase {
-				r.res.Phases = append(r.res.Phases, fmt.Sprintf("%s at +%.0fs", st.Phase, time.Since(r.start).Seconds()))
-				r.res.Seen[st.Phase] = true
-				r.logf("phase %s (sold %s, open %d)", st.Phase, st.Sold, st.OpenReservations)
-				lastPhase = st.Phase
-			}
+			r.notePhase(st)
 			if first || s.Desired != last.Desired || s.Ready != last.Ready || s.CompensationStop != last.CompensationStop {
 				r.res.Consumers = append(r.res.Consumers, s)
 				r.logf("consumers desired %d ready %d, compensation paused %v: %s", s.Desired, s.Ready, s.CompensationStop, s.Reason)
@@ -447,12 +443,29 @@ func (r *run) until(ctx context.Context, what string, limit time.Duration, cond 
 	return nil
 }
 
+// status reads the activity's status; a phase it shows is recorded as the
+// watch records it (a phase held for less than the watch's poll, such as a
+// short pause, is still seen by the step that waits for it).
 func (r *run) status(ctx context.Context) seckillv1alpha1.SeckillActivityStatus {
 	var a seckillv1alpha1.SeckillActivity
 	if err := r.c.Get(ctx, client.ObjectKeyFromObject(r.act), &a); err != nil {
 		return seckillv1alpha1.SeckillActivityStatus{}
 	}
+	r.mu.Lock()
+	r.notePhase(a.Status)
+	r.mu.Unlock()
 	return a.Status
+}
+
+// notePhase records a phase change (r.mu held).
+func (r *run) notePhase(st seckillv1alpha1.SeckillActivityStatus) {
+	if st.Phase == "" || st.Phase == r.lastPhase {
+		return
+	}
+	r.res.Phases = append(r.res.Phases, fmt.Sprintf("%s at +%.0fs", st.Phase, time.Since(r.start).Seconds()))
+	r.res.Seen[st.Phase] = true
+	r.logf("phase %s (sold %s, open %d)", st.Phase, st.Sold, st.OpenReservations)
+	r.lastPhase = st.Phase
 }
 
 func (r *run) seen(p seckillv1alpha1.Phase) bool {

@@ -1,15 +1,9 @@
 package mq_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"testing"
@@ -20,18 +14,6 @@ import (
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
-
-func foreignCA(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "someone else's CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
 
 // The stack's proxy presents a certificate of the stack's CA: the clients'
 // verifying configuration accepts it for the address they dial, and refuses
@@ -53,7 +35,7 @@ func TestProxyCertificateIsVerified(t *testing.T) {
 		return err
 	}
 	require.NoError(t, handshake(ca), "the stack's CA signed the proxy's certificate")
-	err = handshake(foreignCA(t))
+	err = handshake(testenv.ForeignCA(t))
 	var unknown x509.UnknownAuthorityError
 	var verify *tls.CertificateVerificationError
 	require.True(t, errors.As(err, &unknown) || errors.As(err, &verify), "want a verification error, got %v", err)

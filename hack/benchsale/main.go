@@ -32,6 +32,7 @@ type config struct {
 	rate        int
 	concurrency int // clients of the closed loop at -rate 0
 	gatewayArgs string
+	gatewayEnv  string
 	fault       string        // "", broker-restart, pg-freeze, kill-consumer
 	faultFor    time.Duration // how long the fault lasts
 	requests    int
@@ -54,6 +55,7 @@ func main() {
 	flag.IntVar(&c.concurrency, "concurrency", 64, "clients of the closed loop at -rate 0")
 	flag.StringVar(&c.fault, "fault", "", "a fault a third into the load: broker-restart (broker+proxy stopped, started again), pg-freeze (every PostgreSQL process SIGSTOPped, then SIGCONTed), kill-consumer (an order consumer kill -9ed, started again)")
 	flag.DurationVar(&c.faultFor, "fault-for", 10*time.Second, "how long the fault lasts")
+	flag.StringVar(&c.gatewayEnv, "gateway-env", "", "more environment for the gateway, space-separated KEY=VALUE (e.g. \"GOGC=400\", to compare)")
 	flag.StringVar(&c.gatewayArgs, "gateway-args", "", "more flags for the gateway, space-separated (e.g. \"-reserve-lanes 0\", to compare)")
 	flag.IntVar(&c.requests, "requests", 100000, "reservations offered in all, each by a new user")
 	flag.Int64Var(&c.stock, "stock", 10000, "units of the one SKU")

@@ -144,8 +144,11 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		env := roles.Env(w, common)
 		if w != "gateway" {
 			args = append(args, "-metrics-addr", "0")
-		} else if c.profile {
-			env = append(env, "SECKILL_PPROF_ADDR="+pprofAddr)
+		} else {
+			env = append(env, strings.Fields(c.gatewayEnv)...)
+			if c.profile {
+				env = append(env, "SECKILL_PPROF_ADDR="+pprofAddr)
+			}
 		}
 		if err := procs.Start(bin, env, logf, args...); err != nil {
 			return nil, err

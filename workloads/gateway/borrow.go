@@ -26,6 +26,11 @@ type borrower struct {
 
 	mu      sync.Mutex
 	soldOut map[int64]time.Time // sku -> when every bucket was seen empty
+	// recheck: sku -> when one request began to look again after the hold
+	// ran out. Until it reports (soldOutAt, or a move) the others keep the
+	// hold, for at most one more hold: a busy sold-out SKU is looked at by
+	// one request at a time, not by every request in flight.
+	recheck map[int64]time.Time
 }
 
 // borrow moves units from the first sibling of dst that has any and returns
@@ -35,10 +40,7 @@ func (b *borrower) borrow(ctx context.Context, dst redisstore.Slot, buckets int,
 	if buckets <= 1 || dst.Bucket < 0 {
 		return 0, nil
 	}
-	b.mu.Lock()
-	at, seen := b.soldOut[dst.SKUID]
-	b.mu.Unlock()
-	if seen && now.Sub(at) < b.hold {
+	if b.held(dst.SKUID, now) {
 		return -1, nil
 	}
 	start := int(b.next.Add(1) % uint64(buckets))
@@ -52,6 +54,10 @@ func (b *borrower) borrow(ctx context.Context, dst redisstore.Slot, buckets int,
 			return 0, err
 		}
 		if n > 0 {
+			b.mu.Lock()
+			delete(b.soldOut, dst.SKUID) // not sold out: units moved
+			delete(b.recheck, dst.SKUID)
+			b.mu.Unlock()
 			b.moved.WithLabelValues(strconv.FormatInt(dst.SKUID, 10)).Add(float64(n))
 			return n, nil
 		}
@@ -59,8 +65,28 @@ func (b *borrower) borrow(ctx context.Context, dst redisstore.Slot, buckets int,
 	return 0, nil
 }
 
+// held reports whether sku is held as sold out at now: seen empty in every
+// bucket less than hold ago, or another request is looking again.
+func (b *borrower) held(sku int64, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, seen := b.soldOut[sku]
+	if !seen {
+		return false
+	}
+	if now.Sub(at) < b.hold {
+		return true
+	}
+	if r, ok := b.recheck[sku]; ok && now.Sub(r) < b.hold {
+		return true
+	}
+	b.recheck[sku] = now // this request looks again
+	return false
+}
+
 // allGone reports whether no bucket of dst's SKU has a unit available or in
-// transit (an error counts as "not known to be gone": no hold).
+// transit (an error counts as "not known to be gone": no hold). Units
+// found end any hold of the SKU.
 func (b *borrower) allGone(ctx context.Context, dst redisstore.Slot, buckets int) bool {
 	var total redisstore.Counters
 	for _, sl := range redisstore.Slots(dst.ActivityID, dst.SKUID, buckets) {
@@ -70,13 +96,21 @@ func (b *borrower) allGone(ctx context.Context, dst redisstore.Slot, buckets int
 		}
 		total = total.Add(c)
 	}
-	return total.Available == 0 && total.InTransit() == 0
+	if total.Available == 0 && total.InTransit() == 0 {
+		return true
+	}
+	b.mu.Lock()
+	delete(b.soldOut, dst.SKUID) // units are left: no hold, nobody rechecking
+	delete(b.recheck, dst.SKUID)
+	b.mu.Unlock()
+	return false
 }
 
 // soldOutAt holds sku as sold out: every bucket was found empty at now.
 func (b *borrower) soldOutAt(sku int64, now time.Time) {
 	b.mu.Lock()
 	b.soldOut[sku] = now
+	delete(b.recheck, sku)
 	b.mu.Unlock()
 }
 

@@ -173,6 +173,7 @@ type Server struct {
 	reserver reserver   // the store, or its batcher
 	tokens   *tokens.Verifier
 	batcher  *redisstore.ReserveBatcher
+	acks     *redisstore.AckBatcher // nil: each send acknowledged alone
 }
 
 // reserver runs the reserve script: the store itself or its batcher.
@@ -192,10 +193,14 @@ func (s *Server) Close() {
 	if s.batcher != nil {
 		s.batcher.Close()
 	}
+	if s.acks != nil {
+		s.acks.Close()
+	}
 }
 
 type metrics struct {
 	requests    *prometheus.CounterVec
+	byCode      map[string]prometheus.Counter // requests' children, looked up once
 	created     prometheus.Counter
 	sendUnknown prometheus.Counter
 	latency     prometheus.Histogram
@@ -226,7 +231,11 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 		latency:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_reserve_seconds", Help: "Reserve request latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		moved:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stock_moved_units_total", Help: "Units moved into an empty bucket from a sibling, by SKU."}, []string{"sku"}),
 	}
-	s.stock = &borrower{redis: rs, hold: cfg.SoldOutHold, max: cfg.MoveMax, moved: s.m.moved, soldOut: map[int64]time.Time{}}
+	s.m.byCode = make(map[string]prometheus.Counter, len(httpStatus))
+	for code := range httpStatus {
+		s.m.byCode[code] = s.m.requests.WithLabelValues(code)
+	}
+	s.stock = &borrower{redis: rs, hold: cfg.SoldOutHold, max: cfg.MoveMax, moved: s.m.moved, soldOut: map[int64]time.Time{}, recheck: map[int64]time.Time{}}
 	reg.MustRegister(s.m.requests, s.m.created, s.m.sendUnknown, s.m.latency, s.m.moved)
 	s.tokens = cfg.Tokens
 	if s.tokens == nil {
@@ -251,6 +260,14 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	if cfg.SendWorkers > 0 {
 		if cfg.SendQueue < 1 {
 			s.cfg.SendQueue = 64 * cfg.SendWorkers
+		}
+		if cfg.ReserveLanes > 0 {
+			// The workers' acknowledgements share round trips as the
+			// reservations do.
+			s.acks = redisstore.NewAckBatcher(rs, 1, s.cfg.ReserveBatch)
+			a := s.acks
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_send_ack_round_trips_total",
+				Help: "Round trips to Redis marking sent messages (a pipeline is one)."}, func() float64 { n, _ := a.Stats(); return float64(n) }))
 		}
 		s.sendq = newSendQueue(cfg.SendWorkers, s.cfg.SendQueue, s.send)
 	}
@@ -322,10 +339,42 @@ type answer struct {
 	Reason        string `json:"reason,omitempty"`
 }
 
+// Answers a busy sale gives to most requests, encoded once: after the sell
+// out nearly every answer is SOLD_OUT.
+var fixedAnswers = func() map[answer][]byte {
+	m := map[answer][]byte{}
+	for _, a := range []answer{
+		{Code: CodeSoldOut, Message: "sold out"},
+		{Code: CodeUnauthenticated, Message: "a valid bearer token is required"},
+		{Code: CodeRateLimited, Message: "too many requests from this user, retry later with the same request_id"},
+		{Code: CodeNotStarted, Message: "the sale has not started"},
+		{Code: CodePaused, Message: "the sale is paused"},
+		{Code: CodeEnded, Message: "the sale has ended"},
+		{Code: CodeServiceUnavailable, Message: "order queue unavailable, retry later with the same request_id"},
+	} {
+		m[a] = encodeAnswer(a)
+	}
+	return m
+}()
+
+var jsonContentType = []string{"application/json"}
+
+func encodeAnswer(a answer) []byte {
+	b, err := json.Marshal(a)
+	if err != nil {
+		panic(err) // strings only: cannot fail
+	}
+	return append(b, '\n')
+}
+
 func (s *Server) write(w http.ResponseWriter, a answer) {
-	w.Header().Set("Content-Type", "application/json")
+	body, ok := fixedAnswers[a]
+	if !ok {
+		body = encodeAnswer(a)
+	}
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(httpStatus[a.Code])
-	_ = json.NewEncoder(w).Encode(a)
+	_, _ = w.Write(body) //nolint:gosec // JSON from json.Marshal (HTML escaped), served as application/json
 }
 
 // ReservationRequest is the POST body.
@@ -342,6 +391,21 @@ func ParseReservationRequest(body []byte) (ReservationRequest, error) {
 	if len(body) > MaxBodyBytes {
 		return r, fmt.Errorf("body larger than %d bytes", MaxBodyBytes)
 	}
+	// The body every client sends, read without a decoder; anything else
+	// (spaces, other fields, escapes) goes through the strict decoder.
+	const prefix, suffix = `{"request_id":"`, `"}`
+	if len(body) == len(prefix)+36+len(suffix) && string(body[:len(prefix)]) == prefix && string(body[len(body)-len(suffix):]) == suffix {
+		if id, err := uuid.ParseBytes(body[len(prefix) : len(prefix)+36]); err == nil && id != uuid.Nil {
+			r.RequestID = id
+			return r, nil
+		}
+	}
+	return parseStrict(body)
+}
+
+// parseStrict decodes a POST body: one object, no unknown field, nothing after it.
+func parseStrict(body []byte) (ReservationRequest, error) {
+	var r ReservationRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
@@ -376,7 +440,11 @@ func (s *Server) user(r *http.Request) (int64, error) {
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	a := s.doReserve(r)
-	s.m.requests.WithLabelValues(a.Code).Inc()
+	if c, ok := s.m.byCode[a.Code]; ok {
+		c.Inc()
+	} else {
+		s.m.requests.WithLabelValues(a.Code).Inc()
+	}
 	s.m.latency.Observe(time.Since(start).Seconds())
 	s.write(w, a)
 }
@@ -502,6 +570,17 @@ func (s *Server) doReserve(r *http.Request) answer {
 	return answer{Code: CodeServiceUnavailable, Message: "the sale is not ready: " + res.Reason}
 }
 
+// ackSend marks rr's message sent in Redis (send_ack.lua), in the next
+// batch of acknowledgements when there is a batcher.
+func (s *Server) ackSend(ctx context.Context, rr redisstore.ReserveRequest, now time.Time) error {
+	if s.acks != nil {
+		_, err := s.acks.AckSend(ctx, redisstore.SendAck{Slot: rr.Slot, ReservationID: rr.ReservationID, Owned: rr.SendDue.UnixMilli(), Now: now})
+		return err
+	}
+	_, err := s.redis.AckSend(ctx, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), now)
+	return err
+}
+
 func (s *Server) failpoint(name string) error {
 	if s.cfg.Failpoint == nil {
 		return nil
@@ -533,7 +612,7 @@ func (s *Server) send(ctx context.Context, rr redisstore.ReserveRequest) {
 		if s.failpoint("after_mq_send_before_redis_mark") != nil {
 			return
 		}
-		if _, aerr := s.redis.AckSend(bg, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), now); aerr != nil {
+		if aerr := s.ackSend(bg, rr, now); aerr != nil {
 			s.log.Warn("sent but not acked; the scanner resends with the same id", "reservation_id", rr.ReservationID, "error", aerr)
 		}
 		return

@@ -87,11 +87,38 @@ func FuzzParseReservationRequest(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"request_id":null}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"request_id":"00000000-0000-0000-0000-000000000000"}`))
+	f.Add([]byte(`{"request_id":"019C8D22-7600-7FA6-9307-6126AFBC703B"}`))
+	f.Add([]byte(`{"request_id":"{19c8d22-7600-7fa6-9307-6126afbc703b}"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ParseReservationRequest(body)
+		strict, serr := parseStrict(body)
+		if len(body) <= MaxBodyBytes {
+			// The fast path for the usual body agrees with the decoder.
+			require.Equal(t, serr == nil, err == nil, "fast path and decoder disagree on %q", body)
+			require.Equal(t, strict.RequestID, r.RequestID)
+		}
 		if err == nil {
 			require.NotEqual(t, uuid.Nil, r.RequestID)
 			require.LessOrEqual(t, len(body), MaxBodyBytes)
 		}
 	})
+}
+
+// A sold-out hold that ran out is looked at again by one request at a
+// time; the others keep the hold until it reports, for at most one hold.
+func TestSoldOutHoldIsRecheckedByOne(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	b := &borrower{hold: 200 * time.Millisecond, soldOut: map[int64]time.Time{}, recheck: map[int64]time.Time{}}
+	require.False(t, b.held(7, t0), "never seen empty")
+	b.soldOutAt(7, t0)
+	require.True(t, b.held(7, at(100)), "within the hold")
+	require.False(t, b.held(7, at(250)), "the hold ran out: this request looks again")
+	require.True(t, b.held(7, at(260)), "another request while the first looks")
+	require.True(t, b.held(7, at(440)))
+	require.False(t, b.held(7, at(460)), "the first never reported: the next looks")
+	b.soldOutAt(7, at(470))
+	require.True(t, b.held(7, at(480)), "reported sold out: held again")
+	require.False(t, b.held(8, at(480)), "per SKU")
 }

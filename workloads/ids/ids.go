@@ -18,7 +18,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -32,6 +34,9 @@ const EventOrderCreateRequested = "ORDER_CREATE_REQUESTED"
 type Keyring struct {
 	current byte
 	keys    map[byte][]byte
+	// macs keeps HMAC states per key version for reuse: a derivation is on
+	// the gateway's path of every request.
+	macs map[byte]*sync.Pool
 }
 
 // NewKeyring builds a keyring; current must be one of the versions in keys
@@ -49,10 +54,13 @@ func NewKeyring(current byte, keys map[byte][]byte) (*Keyring, error) {
 		return nil, fmt.Errorf("ids: current key version %d is not in the keyring", current)
 	}
 	cp := make(map[byte][]byte, len(keys))
+	macs := make(map[byte]*sync.Pool, len(keys))
 	for v, k := range keys {
-		cp[v] = append([]byte(nil), k...)
+		key := append([]byte(nil), k...)
+		cp[v] = key
+		macs[v] = &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
 	}
-	return &Keyring{current: current, keys: cp}, nil
+	return &Keyring{current: current, keys: cp, macs: macs}, nil
 }
 
 // Current is the key version used for new ids.
@@ -106,25 +114,33 @@ func KeyVersion(id uuid.UUID) (byte, error) {
 }
 
 func (k *Keyring) derive(version byte, domain string, fields ...string) (uuid.UUID, error) {
-	key, ok := k.keys[version]
+	pool, ok := k.macs[version]
 	if !ok {
 		return uuid.Nil, fmt.Errorf("ids: unknown key version %d", version)
 	}
-	mac := hmac.New(sha256.New, key)
+	mac := pool.Get().(hash.Hash)
+	defer pool.Put(mac)
+	mac.Reset()
 	// Length-prefixed fields: "1|23" and "12|3" can never collide.
-	var n [4]byte
-	for _, f := range append([]string{domain}, fields...) {
-		binary.BigEndian.PutUint32(n[:], uint32(len(f)))
-		mac.Write(n[:])
-		mac.Write([]byte(f))
+	var buf [256]byte
+	msg := appendField(buf[:0], domain)
+	for _, f := range fields {
+		msg = appendField(msg, f)
 	}
-	sum := mac.Sum(nil)
+	mac.Write(msg)
+	var sum [sha256.Size]byte
+	mac.Sum(sum[:0])
 	var id uuid.UUID
 	copy(id[:], sum[:16])
 	id[0] = version
 	id[6] = (id[6] & 0x0f) | 0x80 // version 8
 	id[8] = (id[8] & 0x3f) | 0x80 // RFC 9562 variant
 	return id, nil
+}
+
+func appendField(b []byte, f string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(f))) //nolint:gosec // a field is far below 4 GiB
+	return append(b, f...)
 }
 
 // NewRandom returns a UUIDv7 for ids that are meant to be random.

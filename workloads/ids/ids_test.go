@@ -105,3 +105,29 @@ func TestNewRandomIsV7(t *testing.T) {
 	require.Equal(t, uuid.Version(7), a.Version())
 	require.NotEqual(t, a, b)
 }
+
+// TestDerivationIsPinned holds the derivation to known vectors: ids already
+// stored in Redis, PostgreSQL and the broker must be derived again exactly
+// (an optimisation of derive must not change a bit).
+func TestDerivationIsPinned(t *testing.T) {
+	k, err := NewKeyring(3, map[byte][]byte{3: []byte("0123456789abcdef0123456789abcdef")})
+	require.NoError(t, err)
+	rid := k.ReservationID(ReservationKey{ActivityID: 7, SKUID: 11, UserID: 42, RequestID: uuid.MustParse("3f1c2a4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b")})
+	require.Equal(t, "035702b1-f74f-8ff2-b40b-d097e97265aa", rid.String())
+	mid, err := k.MessageID(rid, 1)
+	require.NoError(t, err)
+	require.Equal(t, "0328d6c7-93a6-8f86-a842-e28af3ac1d3a", mid.String())
+}
+
+func BenchmarkReservationAndMessageID(b *testing.B) {
+	k, err := NewKeyring(1, map[byte][]byte{1: []byte("0123456789abcdef0123456789abcdef")})
+	require.NoError(b, err)
+	key := ReservationKey{ActivityID: 7, SKUID: 11, UserID: 42, RequestID: uuid.New()}
+	b.ReportAllocs()
+	for b.Loop() {
+		key.UserID++
+		if _, err := k.MessageID(k.ReservationID(key), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

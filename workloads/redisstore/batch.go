@@ -5,25 +5,30 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
-// ReserveBatcher runs concurrent reservations together. Each of its lanes
+// batcher runs concurrent calls of one script together. Each of its lanes
 // takes the first waiting call and every call already queued behind it (at
 // most max) and sends them to Redis in one pipeline: one write and one read
 // for the batch instead of one of each per call, on both sides of the
 // connection. Nothing waits for a batch to fill — a call alone goes at once;
-// a batch is what arrived while the lanes were busy — so a quiet gateway
-// answers as fast as with Reserve and a busy one makes fewer system calls.
+// a batch is what arrived while the lanes were busy — so a quiet process
+// answers as fast as with one call and a busy one makes fewer system calls.
 //
-// Each call's script runs on its own and atomically, exactly as Reserve runs
-// it. A pipeline that fails (the connection lost half-way) leaves each of its
-// calls unknown, as a failed Reserve does: the caller retries with the same
-// ids and the script answers with the same reservation.
-type ReserveBatcher struct {
+// Each call's script runs on its own and atomically, exactly as a single
+// call runs it. A pipeline that fails (the connection lost half-way) leaves
+// each of its calls unknown, as a failed single call does: the caller
+// retries with the same ids and the script answers with the same outcome.
+type batcher[Req, Res any] struct {
 	s      *Store
-	calls  chan *reserveCall
+	script *redis.Script
+	args   func(Req) (keys []string, args []any)
+	parse  func(v any, err error) (Res, error)
+	calls  chan *batchCall[Req, Res]
 	max    int
 	closed chan struct{}
 	once   sync.Once
@@ -32,20 +37,16 @@ type ReserveBatcher struct {
 	ran    atomic.Int64 // calls sent in them
 }
 
-// Stats reports the round trips sent so far and the calls they carried.
-func (b *ReserveBatcher) Stats() (roundTrips, calls int64) { return b.sent.Load(), b.ran.Load() }
-
-type reserveCall struct {
-	r    ReserveRequest
-	res  ReserveResult
+type batchCall[Req, Res any] struct {
+	r    Req
+	res  Res
 	err  error
 	done chan struct{}
 }
 
-// NewReserveBatcher starts lanes pipelines' worth of senders (at least 1),
-// each sending at most size calls at a time (at least 1).
-func NewReserveBatcher(s *Store, lanes, size int) *ReserveBatcher {
-	b := &ReserveBatcher{s: s, calls: make(chan *reserveCall), max: max(1, size), closed: make(chan struct{})}
+func newBatcher[Req, Res any](s *Store, script *redis.Script, args func(Req) ([]string, []any), parse func(any, error) (Res, error), lanes, size int) *batcher[Req, Res] {
+	b := &batcher[Req, Res]{s: s, script: script, args: args, parse: parse,
+		calls: make(chan *batchCall[Req, Res]), max: max(1, size), closed: make(chan struct{})}
 	for range max(1, lanes) {
 		b.lanes.Add(1)
 		go b.lane()
@@ -53,35 +54,43 @@ func NewReserveBatcher(s *Store, lanes, size int) *ReserveBatcher {
 	return b
 }
 
-// Reserve runs reserve.lua for r in the next batch. A caller that gives up
-// (ctx done) after its call was taken gets an unknown outcome: the script
-// may still run. After Close it runs the script itself.
-func (b *ReserveBatcher) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error) {
-	c := &reserveCall{r: r, done: make(chan struct{})}
+// single runs one call alone (Run loads the script when Redis lost it).
+func (b *batcher[Req, Res]) single(ctx context.Context, r Req) (Res, error) {
+	keys, args := b.args(r)
+	return b.parse(b.script.Run(ctx, b.s.c, keys, args...).Result())
+}
+
+// do runs r in the next batch. A caller that gives up (ctx done) after its
+// call was taken gets an unknown outcome: the script may still run. After
+// close it runs the script itself.
+func (b *batcher[Req, Res]) do(ctx context.Context, r Req) (Res, error) {
+	c := &batchCall[Req, Res]{r: r, done: make(chan struct{})}
+	var zero Res
 	select {
 	case b.calls <- c:
 	case <-b.closed:
-		return b.s.Reserve(ctx, r)
+		return b.single(ctx, r)
 	case <-ctx.Done():
-		return ReserveResult{}, fmt.Errorf("reserve not sent: %w", ctx.Err())
+		return zero, fmt.Errorf("not sent: %w", ctx.Err())
 	}
 	select {
 	case <-c.done:
 		return c.res, c.err
 	case <-ctx.Done():
-		return ReserveResult{}, fmt.Errorf("reserve sent, outcome unknown: %w", ctx.Err())
+		return zero, fmt.Errorf("sent, outcome unknown: %w", ctx.Err())
 	}
 }
 
-// Close stops the lanes after the batches they hold; later calls run alone.
-func (b *ReserveBatcher) Close() {
+func (b *batcher[Req, Res]) stats() (roundTrips, calls int64) { return b.sent.Load(), b.ran.Load() }
+
+func (b *batcher[Req, Res]) close() {
 	b.once.Do(func() { close(b.closed) })
 	b.lanes.Wait()
 }
 
-func (b *ReserveBatcher) lane() {
+func (b *batcher[Req, Res]) lane() {
 	defer b.lanes.Done()
-	batch := make([]*reserveCall, 0, b.max)
+	batch := make([]*batchCall[Req, Res], 0, b.max)
 	for {
 		select {
 		case c := <-b.calls:
@@ -105,21 +114,21 @@ func (b *ReserveBatcher) lane() {
 // run sends one batch. Its context is not any caller's: a caller leaving
 // must not cut the others' calls off half-way (go-redis' read timeout
 // bounds it).
-func (b *ReserveBatcher) run(batch []*reserveCall) {
+func (b *batcher[Req, Res]) run(batch []*batchCall[Req, Res]) {
 	ctx := context.Background()
 	b.sent.Add(1)
 	b.ran.Add(int64(len(batch)))
 	if len(batch) == 1 {
 		c := batch[0]
-		c.res, c.err = b.s.Reserve(ctx, c.r)
+		c.res, c.err = b.single(ctx, c.r)
 		close(c.done)
 		return
 	}
 	cmds := make([]*redis.Cmd, len(batch))
 	_, _ = b.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range batch {
-			keys, args := reserveArgs(c.r)
-			cmds[i] = scriptReserve.EvalSha(ctx, p, keys, args...)
+			keys, args := b.args(c.r)
+			cmds[i] = b.script.EvalSha(ctx, p, keys, args...)
 		}
 		return nil
 	})
@@ -127,11 +136,61 @@ func (b *ReserveBatcher) run(batch []*reserveCall) {
 		v, err := cmds[i].Result()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// The server lost its scripts (restart, failover): nothing ran;
-			// Reserve loads the script and runs the call.
-			c.res, c.err = b.s.Reserve(ctx, c.r)
+			// the call runs alone, loading the script.
+			c.res, c.err = b.single(ctx, c.r)
 		} else {
-			c.res, c.err = reserveResult(v, err)
+			c.res, c.err = b.parse(v, err)
 		}
 		close(c.done)
 	}
 }
+
+// ReserveBatcher runs concurrent reservations (reserve.lua) together, as
+// batcher describes.
+type ReserveBatcher struct {
+	b *batcher[ReserveRequest, ReserveResult]
+}
+
+// NewReserveBatcher starts lanes pipelines' worth of senders (at least 1),
+// each sending at most size calls at a time (at least 1).
+func NewReserveBatcher(s *Store, lanes, size int) *ReserveBatcher {
+	return &ReserveBatcher{newBatcher(s, scriptReserve, reserveArgs, reserveResult, lanes, size)}
+}
+
+// Reserve runs reserve.lua for r in the next batch, with Reserve's outcome.
+func (b *ReserveBatcher) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error) {
+	return b.b.do(ctx, r)
+}
+
+// Stats reports the round trips sent so far and the calls they carried.
+func (b *ReserveBatcher) Stats() (roundTrips, calls int64) { return b.b.stats() }
+
+// Close stops the lanes after the batches they hold; later calls run alone.
+func (b *ReserveBatcher) Close() { b.b.close() }
+
+// SendAck is one successful send to record (AckSend's arguments).
+type SendAck struct {
+	Slot          Slot
+	ReservationID uuid.UUID
+	Owned         int64
+	Now           time.Time
+}
+
+// AckBatcher records successful sends (send_ack.lua) together, as batcher
+// describes: a gateway sending many reservations' messages marks them sent
+// in a few round trips.
+type AckBatcher struct{ b *batcher[SendAck, Result] }
+
+// NewAckBatcher is NewReserveBatcher for send acknowledgements.
+func NewAckBatcher(s *Store, lanes, size int) *AckBatcher {
+	return &AckBatcher{newBatcher(s, scriptSendAck, sendAckArgs, sendAckResult, lanes, size)}
+}
+
+// AckSend runs send_ack.lua for a in the next batch, with Store.AckSend's outcome.
+func (b *AckBatcher) AckSend(ctx context.Context, a SendAck) (Result, error) { return b.b.do(ctx, a) }
+
+// Stats reports the round trips sent so far and the calls they carried.
+func (b *AckBatcher) Stats() (roundTrips, calls int64) { return b.b.stats() }
+
+// Close stops the lanes after the batches they hold; later calls run alone.
+func (b *AckBatcher) Close() { b.b.close() }

@@ -113,3 +113,56 @@ func TestReserveBatcherAfterCloseAndCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(redisstore.ReserveOK), res.Code)
 }
+
+// Batched send acknowledgements answer as AckSend does: each reservation
+// marked PUBLISHED and its send_due entry gone, a lost lease left alone,
+// a second ack answered "already" — and they travel together.
+func TestAckBatcher(t *testing.T) {
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		f := newFixture(t, c, 200, 2)
+		b := redisstore.NewAckBatcher(f.s, 1, 32)
+		defer b.Close()
+		reqs := make([]redisstore.ReserveRequest, 150)
+		for i := range reqs {
+			reqs[i] = f.reserve(t, int64(5000+i))
+		}
+		ackAll := func(owned func(redisstore.ReserveRequest) int64) []int64 {
+			codes := make([]int64, len(reqs))
+			var wg sync.WaitGroup
+			for i, r := range reqs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := b.AckSend(ctx, redisstore.SendAck{Slot: f.slot, ReservationID: r.ReservationID, Owned: owned(r), Now: f.now})
+					require.NoError(t, err)
+					codes[i] = res.Code
+				}()
+			}
+			wg.Wait()
+			return codes
+		}
+		// A stale owner (a lease it no longer holds) changes nothing.
+		for _, code := range ackAll(func(r redisstore.ReserveRequest) int64 { return r.SendDue.UnixMilli() - 1 }) {
+			require.Equal(t, int64(2), code, "lost lease")
+		}
+		for _, code := range ackAll(func(r redisstore.ReserveRequest) int64 { return r.SendDue.UnixMilli() }) {
+			require.Equal(t, int64(1), code)
+		}
+		for _, r := range reqs {
+			h, err := f.s.Reservation(ctx, f.slot, r.ReservationID)
+			require.NoError(t, err)
+			require.Equal(t, "PUBLISHED", h["mq_state"])
+		}
+		n, err := c.ZCard(ctx, f.slot.SendDue()).Result()
+		require.NoError(t, err)
+		require.Zero(t, n)
+		for _, code := range ackAll(func(r redisstore.ReserveRequest) int64 { return r.SendDue.UnixMilli() }) {
+			require.Equal(t, int64(3), code, "already acknowledged")
+		}
+		trips, calls := b.Stats()
+		require.Equal(t, int64(3*len(reqs)), calls)
+		require.Less(t, trips, calls, "acknowledgements travel together")
+		t.Logf("%d acknowledgements in %d round trips", calls, trips)
+	})
+}

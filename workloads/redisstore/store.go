@@ -229,7 +229,15 @@ func (s *Store) ClaimDue(ctx context.Context, sl Slot, now time.Time, lease time
 
 // AckSend records a successful send (send_ack.lua).
 func (s *Store) AckSend(ctx context.Context, sl Slot, reservationID uuid.UUID, owned int64, now time.Time) (Result, error) {
-	v, err := scriptSendAck.Run(ctx, s.c, []string{sl.SendDue(), sl.Reservation(reservationID)}, reservationID.String(), owned, ms(now)).Result()
+	keys, args := sendAckArgs(SendAck{Slot: sl, ReservationID: reservationID, Owned: owned, Now: now})
+	return sendAckResult(scriptSendAck.Run(ctx, s.c, keys, args...).Result())
+}
+
+func sendAckArgs(a SendAck) (keys []string, args []any) {
+	return []string{a.Slot.SendDue(), a.Slot.Reservation(a.ReservationID)}, []any{a.ReservationID.String(), a.Owned, ms(a.Now)}
+}
+
+func sendAckResult(v any, err error) (Result, error) {
 	res, _, err := result(v, err)
 	if err != nil {
 		return Result{}, fmt.Errorf("running send-ack script: %w", err)

@@ -100,19 +100,20 @@ var Grants = map[string][]Privileges{
 	},
 	// The reconcile job reads everything it compares and writes its runs,
 	// anomalies and repairs (a repair may reject a timed-out reservation,
-	// re-send an event, freeze a reservation).
+	// re-send an event, freeze a reservation) and deletes the activity's
+	// sent outbox events and finished inbox rows past their retention.
 	Reconcile: {
 		{On: "sku_inventory", What: r},
 		{On: "orders", What: r},
 		{On: "payment_record", What: r},
 		{On: "inventory_ledger", What: r},
-		{On: "consumer_inbox", What: r},
+		{On: "consumer_inbox", What: "SELECT, DELETE"}, // retention
 		{On: "consumer_heartbeat", What: r},
 		{On: "activity_control", What: r},
 		{On: "stock_provision", What: r},
 		{On: "inventory_reservation", What: riu},
 		{On: "compensation_task", What: riu},
-		{On: "event_outbox", What: riu},
+		{On: "event_outbox", What: "SELECT, INSERT, UPDATE, DELETE"}, // retention
 		{On: "reconcile_run", What: riu},
 		{On: "reconcile_anomaly", What: ri},
 		{On: "reconcile_anomaly_anomaly_id_seq", What: "USAGE", Sequence: true},

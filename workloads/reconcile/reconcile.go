@@ -114,6 +114,8 @@ type Report struct {
 	Checked   int       `json:"reservations_checked"`
 	InFlight  int       `json:"open_in_flight"`
 	Anomalies []Anomaly `json:"anomalies"`
+	// Purged is what the retention deleted after the run (nil: not run).
+	Purged *Purged `json:"purged,omitempty"`
 }
 
 // Critical counts the critical anomalies left unrepaired.
@@ -430,4 +432,7 @@ func (r Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  %d repaired automatically, %d left for manual review (seckill runbook list), %d critical unrepaired\n",
 		r.AutoRepaired(), r.Manual(), r.Critical())
+	if r.Purged != nil {
+		fmt.Fprintf(w, "  retention: %d sent outbox events and %d finished inbox rows deleted\n", r.Purged.Outbox, r.Purged.Inbox)
+	}
 }

@@ -32,6 +32,8 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"reconcile without SKUs", []string{"reconcile", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1"}, "-skus"},
 		{"reconcile negative lag", []string{"reconcile", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:1", "-activity-id", "5", "-watermark-lag", "-1s"}, "-watermark-lag"},
 		{"reconcile zero grace", []string{"reconcile", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:1", "-activity-id", "5", "-hard-deadline-grace", "0s"}, "-hard-deadline-grace"},
+		{"reconcile inbox kept shorter than the broker keeps a message", []string{"reconcile", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:1", "-activity-id", "5", "-inbox-retention", "1h"}, "-inbox-retention"},
+		{"reconcile negative outbox retention", []string{"reconcile", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:1", "-activity-id", "5", "-outbox-retention", "-1h"}, "-outbox-retention"},
 		{"runbook no verb", []string{"runbook"}, "a verb is required"},
 		{"runbook freeze without reason", []string{"runbook", "freeze", "-pg-dsn", "postgres://x", "-order", "00000000-0000-0000-0000-000000000001", "-operator", "a"}, "-operator and -reason"},
 		{"runbook evidence bad provider url", []string{"runbook", "evidence", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-id", "x", "-provider-url", "ftp://x"}, "-provider-url"},

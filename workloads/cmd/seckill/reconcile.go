@@ -26,6 +26,8 @@ func runReconcile(ctx context.Context, args []string) error {
 	lag := fs.Duration("watermark-lag", time.Minute, "check what is older than now minus this")
 	grace := fs.Duration("hard-deadline-grace", time.Minute, "how long past its business deadline a reservation PostgreSQL never saw waits before the deadline rejection")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of text")
+	outboxKeep := fs.Duration("outbox-retention", 7*24*time.Hour, "after the run, delete the activity's outbox events sent longer ago than this (0: keep them)")
+	inboxKeep := fs.Duration("inbox-retention", 7*24*time.Hour, fmt.Sprintf("after the run, delete the activity's finished inbox rows older than this: 0 keeps them, otherwise at least %s (longer than the broker keeps a message)", reconcile.MinInboxRetention))
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -37,6 +39,9 @@ func runReconcile(ctx context.Context, args []string) error {
 	}
 	if *grace <= 0 {
 		return usageError{errors.New("-hard-deadline-grace must be positive")}
+	}
+	if *outboxKeep < 0 || *inboxKeep < 0 || (*inboxKeep > 0 && *inboxKeep < reconcile.MinInboxRetention) {
+		return usageError{fmt.Errorf("-outbox-retention must not be negative; -inbox-retention must be 0 or at least %s", reconcile.MinInboxRetention)}
 	}
 	skus := controlSKUs(&c) // checked above (Need.Slots)
 	var closers []func() error
@@ -58,6 +63,13 @@ func runReconcile(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Housekeeping after a run that was not refused: the tables a sale
+	// scans stay the size of a sale.
+	purged, err := job.Purge(ctx, c.ActivityID, reconcile.Retention{Outbox: *outboxKeep, Inbox: *inboxKeep}, time.Now())
+	if err != nil {
+		return err
+	}
+	rep.Purged = &purged
 	if *jsonOut {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

@@ -45,7 +45,10 @@ type Endpoints struct {
 	// RocketMQEndpoint and RocketMQCA: the proxy and the authority its
 	// certificate is verified against (workloads only; CA optional).
 	RocketMQEndpoint string
-	RocketMQCA       []byte
+	// RocketMQNameServer: where the activity's own topics and groups are
+	// created ("": the shared ones).
+	RocketMQNameServer string
+	RocketMQCA         []byte
 	// RedisUsername and RedisPassword: the Redis login, if any.
 	RedisUsername, RedisPassword string
 	// SecretsHash digests every Secret value the workloads read: a rotated
@@ -146,6 +149,16 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 	e.RedisMode, e.RedisMaster = c.Redis.Mode, c.Redis.MasterName
 	if e.RedisMode == "" {
 		e.RedisMode = "single"
+	}
+	if sel := c.RocketMQNameServerSecret; sel != nil { // archiving deletes the activity's topics too
+		v, err := get(*sel)
+		if err != nil {
+			return e, err
+		}
+		if err := checkHostPort(v); err != nil {
+			return e, &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", act.Namespace, sel.Name, sel.Key, err)}
+		}
+		e.RocketMQNameServer = v
 	}
 	if !workloads { // archiving needs the stores only
 		return e, nil

@@ -98,7 +98,7 @@ func (r *SeckillActivityReconciler) finalize(ctx context.Context, act *seckillv1
 		return ctrl.Result{}, nil
 	}
 	if act.Annotations[AnnotationSkipArchive] != "true" {
-		store, _, err := r.open(ctx, act, false) // a bad workload key must not block the archive
+		store, e, err := r.open(ctx, act, false) // a bad workload key must not block the archive
 		if err != nil {
 			return r.degraded(ctx, act.DeepCopy(), act, fmt.Errorf("archiving before deletion: %w", err))
 		}
@@ -109,6 +109,9 @@ func (r *SeckillActivityReconciler) finalize(ctx context.Context, act *seckillv1
 		}
 		if err := dropDBRoles(ctx, act, store); err != nil {
 			return r.degraded(ctx, act.DeepCopy(), act, fmt.Errorf("dropping the workloads' PostgreSQL roles: %w", err))
+		}
+		if err := r.deleteMessaging(ctx, act, e); err != nil {
+			return r.degraded(ctx, act.DeepCopy(), act, &connError{ReasonRocketMQAdmin, fmt.Errorf("deleting the activity's topics and groups: %w", err)})
 		}
 		r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "Archived", "Archive",
 			"traffic stopped; %d Redis keys expire in %s; PostgreSQL business data kept", n, retention)

@@ -72,6 +72,9 @@ type SeckillActivityReconciler struct {
 	runsSeen map[types.NamespacedName]runCursor
 	// rolesDone: the workloads' PostgreSQL roles this process has ensured.
 	rolesDone sync.Map
+	// messagingDone: when this process last ensured an activity's own
+	// topics and groups (messaging.go).
+	messagingDone sync.Map
 }
 
 type dbSample struct {
@@ -129,6 +132,9 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return r.degraded(ctx, before, &act, err)
 	}
 	if err := checkRocketMQTLS(ctx, e); err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
+	if err := r.ensureMessaging(ctx, &act, e); err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
 	roles, err := r.ensureDBRoles(ctx, &act, store, e)

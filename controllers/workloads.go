@@ -92,6 +92,14 @@ func runningWorkers(act *seckillv1alpha1.SeckillActivity, consumers int32) []wor
 	if s.Connections.PaymentKeysSecret != nil {
 		ws = append(ws, worker{ComponentPayments, []string{"payments", fmt.Sprintf("-rate=%d", i32(s.Limits.CallbacksPerSecond, defaultCallbacksPerSecond))}, 2, names.GatewayPort, 1})
 	}
+	if s.Connections.RocketMQNameServerSecret != nil {
+		// The activity's own topics and groups (the shared ones are the
+		// workloads' defaults).
+		m := messaging(act)
+		for i := range ws {
+			ws[i].args = append(ws[i].args, m.Args(ws[i].args[0])...)
+		}
+	}
 	return ws
 }
 

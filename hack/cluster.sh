@@ -60,7 +60,7 @@ IMAGE_REPO="localhost/seckill"
 PAUSE_IMAGE="localhost/pause:3.10"
 SYSCTLS="net.ipv4.ip_forward vm.overcommit_memory kernel.panic kernel.panic_on_oops net.bridge.bridge-nf-call-iptables"
 # The stack's ports that pods reach through the node's bridge address.
-STACK_PORTS="${SECKILL_PG_PORT:-25432},${SECKILL_REDIS_PORT:-26379},${SECKILL_RMQ_GRPC_PORT:-28081}"
+STACK_PORTS="${SECKILL_PG_PORT:-25432},${SECKILL_REDIS_PORT:-26379},${SECKILL_RMQ_GRPC_PORT:-28081},${SECKILL_RMQ_NAMESRV_PORT:-29876}"
 
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 

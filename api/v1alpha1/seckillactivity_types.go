@@ -86,6 +86,15 @@ type Connections struct {
 	// client library's default applies: TLS that accepts any certificate.
 	// +optional
 	RocketMQCASecret *corev1.SecretKeySelector `json:"rocketMQCASecret,omitempty"`
+	// RocketMQNameServerSecret holds a RocketMQ name server's host:port.
+	// When set, the activity gets topics and consumer groups of its own
+	// (seckill-<id>-order-create, …), which the operator creates on the
+	// brokers the name server reports before any workload runs (Degraded
+	// RocketMQAdminFailed when it cannot) and deletes with the activity, so
+	// that activities sharing a broker never receive each other's messages.
+	// Unset: the shared names, for a broker that serves one activity.
+	// +optional
+	RocketMQNameServerSecret *corev1.SecretKeySelector `json:"rocketMQNameServerSecret,omitempty"`
 	// IDKeysSecret holds the HMAC keys of the stable business ids
 	// ("<version>:<hex key>,..."); old versions must stay for rotation.
 	IDKeysSecret corev1.SecretKeySelector `json:"idKeysSecret"`

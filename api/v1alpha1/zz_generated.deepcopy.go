@@ -32,6 +32,11 @@ func (in *Connections) DeepCopyInto(out *Connections) {
 		*out = new(v1.SecretKeySelector)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.RocketMQNameServerSecret != nil {
+		in, out := &in.RocketMQNameServerSecret, &out.RocketMQNameServerSecret
+		*out = new(v1.SecretKeySelector)
+		(*in).DeepCopyInto(*out)
+	}
 	in.IDKeysSecret.DeepCopyInto(&out.IDKeysSecret)
 	if in.TokenKeySecret != nil {
 		in, out := &in.TokenKeySecret, &out.TokenKeySecret

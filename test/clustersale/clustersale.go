@@ -43,6 +43,7 @@ import (
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/mq/admin"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -64,6 +65,9 @@ type Options struct {
 	// DSN, RedisAddr and RMQEndpoint are the stack as this host reaches it;
 	// the Secret gets them on the node's address.
 	DSN, RedisAddr, RMQEndpoint string
+	// RMQNameServer, when set, gives the activity topics and groups of its
+	// own, created by the operator through this name server.
+	RMQNameServer string
 	// RocketMQCA is the PEM authority of the proxy's certificate (none: the
 	// client library's unverified TLS).
 	RocketMQCA []byte
@@ -323,7 +327,7 @@ func (r *run) apply(ctx context.Context) error {
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stores", Namespace: ns.Name},
 		StringData: map[string]string{
-			"pg-dsn": dsn, "pg-ca.crt": string(ca), "rmq-ca.crt": string(r.o.RocketMQCA), "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint),
+			"pg-dsn": dsn, "pg-ca.crt": string(ca), "rmq-ca.crt": string(r.o.RocketMQCA), "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint), "rmq-namesrv": onNode(r.o.RMQNameServer),
 			"id-keys": "1:" + strings.ReplaceAll(ids.NewRandom().String()+ids.NewRandom().String(), "-", ""), "token-key": string(r.tokenKey),
 		}}
 	if err := r.c.Create(ctx, secret); err != nil {
@@ -343,7 +347,8 @@ func (r *run) apply(ctx context.Context) error {
 			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"), PostgresCASecret: caRef(ca, ref("pg-ca.crt")),
 				Redis: seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs"),
 					UsernameSecret: ptr.To(ref("redis-username")), PasswordSecret: ptr.To(ref("redis-password"))},
-				RocketMQEndpointSecret: ref("rmq-endpoint"), RocketMQCASecret: caRef(r.o.RocketMQCA, ref("rmq-ca.crt")), IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
+				RocketMQEndpointSecret: ref("rmq-endpoint"), RocketMQCASecret: caRef(r.o.RocketMQCA, ref("rmq-ca.crt")), RocketMQNameServerSecret: nameServerRef(r.o.RMQNameServer, ref("rmq-namesrv")),
+				IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
 			Workloads: seckillv1alpha1.WorkloadsSpec{Image: r.image, ImagePullPolicy: corev1.PullNever},
 			Scaling: seckillv1alpha1.ScalingSpec{MinConsumers: 1, MaxConsumers: 4, TargetDrainTime: d(3 * time.Second),
 				ScaleDownStabilization: d(15 * time.Second), CompensationPauseAfter: d(15 * time.Second)},
@@ -507,6 +512,9 @@ func (r *run) sale(ctx context.Context) error {
 	}
 	r.base = fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
 	r.logf("every workload Ready; buyers go to the gateway Service %s (kube-proxy)", r.base)
+	if r.o.RMQNameServer != "" {
+		r.checkOwnMessaging(ctx)
+	}
 
 	stock := r.o.Stock
 	more := stock / 2
@@ -784,4 +792,32 @@ func (r *run) checks(ctx context.Context) error {
 	r.check("final reconcile Job ran as a pod and exited 0", r.res.FinalJobSucceeded, fmt.Sprintf("%v", r.res.FinalJobSucceeded))
 	r.check("final reconcile clean (nothing for manual review)", clean, rec)
 	return nil
+}
+
+// nameServerRef is sel when a name server is given (the activity's own
+// topics and groups), else nil (the shared ones).
+func nameServerRef(addr string, sel corev1.SecretKeySelector) *corev1.SecretKeySelector {
+	if addr == "" {
+		return nil
+	}
+	return &sel
+}
+
+// checkOwnMessaging: the consumers read the activity's own group (not the
+// shared one), which the operator's pod created on the broker.
+func (r *run) checkOwnMessaging(ctx context.Context) {
+	var d appsv1.Deployment
+	group := ""
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.act.Namespace, Name: r.act.Name + "-order-consumer"}, &d); err == nil {
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			if g, ok := strings.CutPrefix(a, "-group="); ok {
+				group = g
+			}
+		}
+	}
+	groups, err := (&admin.Client{NameServer: r.o.RMQNameServer}).Groups(ctx)
+	_, exists := groups[group]
+	ok := err == nil && exists && group != names.GroupOrderConsumer && strings.HasPrefix(group, "seckill-")
+	r.check("the activity's own consumer group, created on the broker", ok, fmt.Sprintf("group %q on the broker %v (%v)", group, exists, err))
+	r.logf("the consumers read the activity's own group %s (on the broker: %v)", group, exists)
 }

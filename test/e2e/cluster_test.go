@@ -40,7 +40,7 @@ func TestSaleOnTheCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	res, err := clustersale.Run(ctx, clustersale.Options{Root: repoRoot(), DSN: pool.Config().ConnString(),
-		RedisAddr: testenv.Get(t, "SECKILL_REDIS_ADDR"), RMQEndpoint: testenv.Get(t, "SECKILL_RMQ_ENDPOINT"),
+		RedisAddr: testenv.Get(t, "SECKILL_REDIS_ADDR"), RMQEndpoint: testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), RMQNameServer: testenv.Get(t, "SECKILL_RMQ_NAMESRV"),
 		RocketMQCA: readFile(t, testenv.Get(t, "SECKILL_RMQ_CA_FILE")), RedisUsername: testenv.Get(t, "SECKILL_REDIS_USERNAME"), RedisPassword: testenv.Get(t, "SECKILL_REDIS_PASSWORD"),
 		Stock: 400, Logf: t.Logf})
 	if res != nil {

@@ -103,3 +103,53 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagerName    = "seckill-operator"
 )
+
+// Messaging is the set of topics and consumer groups one activity's
+// workloads use. Shared() is the stack's fixed set (one activity per broker,
+// or activities that trust each other); ForActivity gives an activity its
+// own, which the operator creates on the broker, so that two activities on
+// one broker never receive each other's messages.
+type Messaging struct {
+	CreateTopic, EventsTopic, CancelTopic                        string
+	ConsumerGroup, ProjectorGroup, CancellerGroup, ReplayerGroup string
+}
+
+// Shared is the fixed set (hack/rocketmq/resources.txt).
+func Shared() Messaging {
+	return Messaging{CreateTopic: TopicOrderCreate, EventsTopic: TopicOrderEvents, CancelTopic: TopicOrderCancel,
+		ConsumerGroup: GroupOrderConsumer, ProjectorGroup: GroupProjector, CancellerGroup: GroupCanceller, ReplayerGroup: GroupDLQReplayer}
+}
+
+// ForActivity is an activity's own set: the shared names with "seckill-"
+// followed by id (a short digest naming the activity) instead of
+// "seckill-", e.g. seckill-1a2b3c4d5e-order-create.
+func ForActivity(id string) Messaging {
+	s := Shared()
+	own := func(n string) string { return "seckill-" + id + "-" + n[len("seckill-"):] }
+	return Messaging{CreateTopic: own(s.CreateTopic), EventsTopic: own(s.EventsTopic), CancelTopic: own(s.CancelTopic),
+		ConsumerGroup: own(s.ConsumerGroup), ProjectorGroup: own(s.ProjectorGroup), CancellerGroup: own(s.CancellerGroup), ReplayerGroup: own(s.ReplayerGroup)}
+}
+
+// ReplayerRetryLimit is the DLQ replayer group's retry limit (see
+// GroupDLQReplayer).
+const ReplayerRetryLimit = 32
+
+// Args are the flags that point a workload at m's topics and its group.
+func (m Messaging) Args(workload string) []string {
+	topics := []string{"-create-topic=" + m.CreateTopic, "-events-topic=" + m.EventsTopic, "-cancel-topic=" + m.CancelTopic}
+	switch workload {
+	case "gateway", "scanner":
+		return []string{"-create-topic=" + m.CreateTopic}
+	case "payments":
+		return []string{"-events-topic=" + m.EventsTopic}
+	case "relay":
+		return topics
+	case "consumer":
+		return append(topics, "-group="+m.ConsumerGroup)
+	case "projector":
+		return append(topics, "-group="+m.ProjectorGroup)
+	case "canceller":
+		return append(topics, "-group="+m.CancellerGroup)
+	}
+	return nil
+}

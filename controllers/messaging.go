@@ -1,0 +1,94 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/mq/admin"
+	"github.com/seckill/seckill-operator/workloads/names"
+)
+
+// ReasonRocketMQAdmin: the activity's own topics and groups could not be
+// created (or deleted) through the name server and the brokers.
+const ReasonRocketMQAdmin = "RocketMQAdminFailed"
+
+// messagingRecheck is how often the operator makes sure again that an
+// activity's topics and groups exist (a broker whose store was lost).
+const messagingRecheck = 10 * time.Minute
+
+// messagingID names an activity's topics and groups: a digest of the
+// activity object's UID (a re-created activity gets new ones).
+func messagingID(act *seckillv1alpha1.SeckillActivity) string {
+	h := sha256.Sum256([]byte(act.UID))
+	return hex.EncodeToString(h[:5])
+}
+
+// messaging is the topics and groups act's workloads use: its own when the
+// manifest names a name server, else the shared ones.
+func messaging(act *seckillv1alpha1.SeckillActivity) names.Messaging {
+	if act.Spec.Connections.RocketMQNameServerSecret == nil {
+		return names.Shared()
+	}
+	return names.ForActivity(messagingID(act))
+}
+
+func messagingTopics(m names.Messaging) []admin.Topic {
+	return []admin.Topic{{Name: m.CreateTopic, Type: admin.Normal}, {Name: m.EventsTopic, Type: admin.Normal}, {Name: m.CancelTopic, Type: admin.Delay}}
+}
+
+func messagingGroups(m names.Messaging) []admin.Group {
+	return []admin.Group{{Name: m.ConsumerGroup, RetryMaxTimes: names.RetryLimit}, {Name: m.ProjectorGroup, RetryMaxTimes: names.RetryLimit},
+		{Name: m.CancellerGroup, RetryMaxTimes: names.RetryLimit}, {Name: m.ReplayerGroup, RetryMaxTimes: names.ReplayerRetryLimit}}
+}
+
+// ensureMessaging creates act's own topics and groups (idempotent: a
+// create of what exists changes nothing) before its workloads run; this
+// process repeats it at most every messagingRecheck.
+func (r *SeckillActivityReconciler) ensureMessaging(ctx context.Context, act *seckillv1alpha1.SeckillActivity, e Endpoints) error {
+	if e.RocketMQNameServer == "" {
+		return nil
+	}
+	key := string(act.UID) + "|" + e.RocketMQNameServer
+	if at, ok := r.messagingDone.Load(key); ok && r.now().Sub(at.(time.Time)) < messagingRecheck {
+		return nil
+	}
+	c := &admin.Client{NameServer: e.RocketMQNameServer, Timeout: 10 * time.Second}
+	m := messaging(act)
+	for _, t := range messagingTopics(m) {
+		if err := c.CreateTopic(ctx, t); err != nil {
+			return &connError{ReasonRocketMQAdmin, fmt.Errorf("the activity's topic %s: %w", t.Name, err)}
+		}
+	}
+	for _, g := range messagingGroups(m) {
+		if err := c.CreateGroup(ctx, g); err != nil {
+			return &connError{ReasonRocketMQAdmin, fmt.Errorf("the activity's consumer group %s: %w", g.Name, err)}
+		}
+	}
+	r.messagingDone.Store(key, r.now())
+	return nil
+}
+
+// deleteMessaging removes act's own topics and groups (after its archive:
+// nothing is sent or consumed any more). Messages still on them go with
+// them; PostgreSQL keeps every order and event.
+func (r *SeckillActivityReconciler) deleteMessaging(ctx context.Context, act *seckillv1alpha1.SeckillActivity, e Endpoints) error {
+	if e.RocketMQNameServer == "" {
+		return nil
+	}
+	c := &admin.Client{NameServer: e.RocketMQNameServer, Timeout: 10 * time.Second}
+	m := messaging(act)
+	var errs []error
+	for _, t := range messagingTopics(m) {
+		errs = append(errs, c.DeleteTopic(ctx, t.Name))
+	}
+	for _, g := range messagingGroups(m) {
+		errs = append(errs, c.DeleteGroup(ctx, g.Name))
+	}
+	r.messagingDone.Delete(string(act.UID) + "|" + e.RocketMQNameServer)
+	return errors.Join(errs...)
+}

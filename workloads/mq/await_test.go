@@ -32,3 +32,17 @@ func TestReceiveAwaitFallsBackForAProxyWithTheDefaultFloor(t *testing.T) {
 	_, err = c.Receive(context.Background(), 1, 10*time.Second)
 	require.NoError(t, err, "and it receives")
 }
+
+// A client library stop that never returns does not hold the process: Close
+// gives up after its bound; one that returns passes its error on.
+func TestStopWithinBoundsAHangingStop(t *testing.T) {
+	hang := make(chan struct{})
+	defer close(hang)
+	start := time.Now()
+	err := stopWithin(func() error { <-hang; return nil }, 50*time.Millisecond)
+	require.ErrorContains(t, err, "still waiting after 50ms")
+	require.Less(t, time.Since(start), 2*time.Second)
+
+	require.NoError(t, stopWithin(func() error { return nil }, time.Second))
+	require.EqualError(t, stopWithin(func() error { return context.Canceled }, time.Second), context.Canceled.Error())
+}

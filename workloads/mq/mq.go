@@ -185,8 +185,8 @@ func (p *Producer) Send(ctx context.Context, m Message) (string, error) {
 	return receipts[0].MessageID, nil
 }
 
-// Close stops the producer.
-func (p *Producer) Close() error { return p.client().GracefulStop() }
+// Close stops the producer, waiting at most stopWait for the client library.
+func (p *Producer) Close() error { return stopWithin(p.client().GracefulStop, stopWait) }
 
 // Delivery is one received message.
 type Delivery struct {
@@ -376,8 +376,28 @@ func (c *Consumer) Retry(d Delivery, delay time.Duration) error {
 	return nil
 }
 
-// Close stops the consumer.
-func (c *Consumer) Close() error { return c.client().GracefulStop() }
+// Close stops the consumer, waiting at most stopWait for the client library.
+func (c *Consumer) Close() error { return stopWithin(c.client().GracefulStop, stopWait) }
+
+// stopWait bounds a client's graceful stop: the library waits for its
+// in-flight calls (a long poll, a send to a broker that went away) and can
+// hang on a dead connection; a process told to stop must stop regardless.
+const stopWait = 10 * time.Second
+
+// stopWithin runs stop and gives up waiting after d; the stop goes on in
+// the background and its connections die with the process.
+func stopWithin(stop func() error, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("stopping the RocketMQ client: still waiting after %s", d)
+	}
+}
 
 // Reachable reports whether the broker's endpoint (the first of a
 // ";"-separated list) accepts a TCP connection: a liveness probe's view of

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,16 +140,22 @@ func crashAt(t *testing.T, bin, fp string, o crashOpts, args ...string) {
 	crashing.Env = append(os.Environ(), "SECKILL_FAILPOINTS="+fp)
 	var stderr bytes.Buffer
 	crashing.Stderr = &stderr
+	crashing.WaitDelay = 5 * time.Second
 	require.NoError(t, crashing.Start())
+	// Wait is called once; the select below and the cleanup share its
+	// result. (The cleanup used to receive from the channel the select had
+	// already drained, so any failure after the crash hung the test binary
+	// until go test's 30-minute timeout, hiding what failed.)
+	wait := sync.OnceValue(crashing.Wait)
 	done := make(chan error, 1)
-	go func() { done <- crashing.Wait() }()
+	go func() { done <- wait() }()
 	if o.trigger != nil {
 		// A trigger that fails the test (the process never got ready) stops
 		// the process and shows what it printed.
 		t.Cleanup(func() {
 			if t.Failed() {
 				_ = crashing.Process.Kill()
-				if err := <-done; err != nil {
+				if err := wait(); err != nil {
 					t.Logf("killed: %v", err)
 				}
 				t.Logf("%s %s (failpoint %s):\n%s", filepath.Base(bin), args[0], fp, stderr.String())
@@ -178,6 +185,7 @@ func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
 	c := exec.Command(bin, args...)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
+	c.WaitDelay = 5 * time.Second
 	require.NoError(t, c.Start())
 	t.Cleanup(func() {
 		_ = c.Process.Kill()

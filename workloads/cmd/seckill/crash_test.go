@@ -80,7 +80,9 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 					case <-resent:
 						return
 					case <-tick.C:
-						_, _ = producer.Send(ctx, m)
+						sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+						_, _ = producer.Send(sctx, m)
+						cancel()
 					}
 				}
 			}
@@ -97,7 +99,6 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 				return fmt.Sprintf("waited for the consumer to receive message %s (sent at %s) and reach the failpoint; its inbox rows: %d",
 					msg.MessageID, time.UnixMilli(now).Format(time.RFC3339Nano), inbox)
 			}}, args...)
-			close(resent)
 			orders := func() int {
 				var n int
 				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE reservation_id = $1`, rid).Scan(&n))
@@ -109,7 +110,11 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 
 			// Restart without failpoints: the redelivery converges.
 			startProcess(t, bin, args...)
+			// The resends go on until the order is there: a copy popped for
+			// the crashed process's last long poll comes back only when the
+			// broker revives it, and a producer keeps retrying until it knows.
 			require.Eventually(t, func() bool { return orders() == 1 }, 90*time.Second, 200*time.Millisecond)
+			close(resent)
 			var inbox, ledger, conserved int
 			require.NoError(t, pool.QueryRow(ctx, `SELECT
 				(SELECT count(*) FROM consumer_inbox WHERE message_id = $1),

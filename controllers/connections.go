@@ -30,6 +30,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/tlsca"
 	"github.com/seckill/seckill-operator/workloads/tokens"
 )
 
@@ -51,13 +52,16 @@ type Endpoints struct {
 	RocketMQCA         []byte
 	// RedisUsername and RedisPassword: the Redis login, if any.
 	RedisUsername, RedisPassword string
+	// RedisCA: the authority Redis's certificate is verified against (TLS
+	// to Redis when set).
+	RedisCA []byte
 	// SecretsHash digests every Secret value the workloads read: a rotated
 	// DSN, key or endpoint rolls their pods (it is not part of key()).
 	SecretsHash string
 }
 
 func (e Endpoints) key() string {
-	h := sha256.Sum256([]byte(strings.Join([]string{e.PostgresDSN, string(e.PostgresCA), e.RedisMode, e.RedisAddrs, e.RedisMaster, e.RedisUsername, e.RedisPassword}, "\x00")))
+	h := sha256.Sum256([]byte(strings.Join([]string{e.PostgresDSN, string(e.PostgresCA), e.RedisMode, e.RedisAddrs, e.RedisMaster, e.RedisUsername, e.RedisPassword, string(e.RedisCA)}, "\x00")))
 	return hex.EncodeToString(h[:])
 }
 
@@ -76,6 +80,10 @@ const (
 	// ReasonRedisAuth: Redis refused the login (user, password, or the
 	// user's rights).
 	ReasonRedisAuth = "RedisAuthFailed"
+	// ReasonRedisTLS: Redis's certificate did not verify against
+	// redis.caSecret (or Redis answered in plain text): never retried
+	// without TLS.
+	ReasonRedisTLS = "RedisTLSFailed"
 	// ReasonRocketMQTLS: the proxy's certificate does not verify against
 	// rocketMQCASecret (or the proxy speaks no TLS).
 	ReasonRocketMQTLS = "RocketMQTLSFailed"
@@ -145,6 +153,16 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 		if *v.to, err = get(*v.sel); err != nil {
 			return e, err
 		}
+	}
+	if sel := c.Redis.CASecret; sel != nil {
+		ca, err := get(*sel)
+		if err != nil {
+			return e, err
+		}
+		if _, err := tlsca.Config([]byte(ca), "the Redis CA"); err != nil {
+			return e, &connError{ReasonSecretInvalid, fmt.Errorf("secret %s/%s key %q: %w", act.Namespace, sel.Name, sel.Key, err)}
+		}
+		e.RedisCA = []byte(ca)
 	}
 	e.RedisMode, e.RedisMaster = c.Redis.Mode, c.Redis.MasterName
 	if e.RedisMode == "" {
@@ -315,7 +333,7 @@ func (c *StoreCache) Open(ctx context.Context, e Endpoints) (*control.Store, err
 		delete(c.open, k)
 	}
 	cfg := config.Common{PGDSN: e.PostgresDSN, PGCA: e.PostgresCA, RedisAddrs: e.RedisAddrs, RedisMode: e.RedisMode, RedisMaster: e.RedisMaster,
-		RedisUsername: e.RedisUsername, RedisPassword: e.RedisPassword}
+		RedisUsername: e.RedisUsername, RedisPassword: e.RedisPassword, RedisCA: e.RedisCA}
 	if err := cfg.Check(config.Need{PG: true, Redis: true}); err != nil {
 		return nil, &connError{ReasonSecretMissing, err}
 	}
@@ -325,7 +343,11 @@ func (c *StoreCache) Open(ctx context.Context, e Endpoints) (*control.Store, err
 	if err != nil {
 		return nil, &connError{ReasonPostgresUnreachable, err}
 	}
-	rdb := cfg.Redis()
+	rdb, err := cfg.Redis()
+	if err != nil {
+		pool.Close()
+		return nil, &connError{ReasonSecretInvalid, err}
+	}
 	s := &control.Store{Pool: pool, Redis: redisstore.New(rdb)}
 	closeAll := func() { pool.Close(); _ = rdb.Close() }
 	if err := ping(pctx, s); err != nil {
@@ -373,12 +395,9 @@ func ping(ctx context.Context, s *control.Store) error {
 // postgresError names why PostgreSQL could not be used: an untrusted or
 // mismatched certificate and a refused password are not outages.
 func postgresError(err error) error {
-	var unknown x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var verify *tls.CertificateVerificationError
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &verify):
+	case tlsRefused(err):
 		return &connError{ReasonPostgresTLS, fmt.Errorf("PostgreSQL's certificate does not verify: %w", err)}
 	case errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000"):
 		return &connError{ReasonPostgresAuth, fmt.Errorf("PostgreSQL refused the login: %w", err)}
@@ -420,8 +439,22 @@ func checkRocketMQTLS(ctx context.Context, e Endpoints) error {
 	return nil
 }
 
+// tlsRefused tells a certificate that does not verify (an unknown
+// authority, a name it does not carry) or a server that answered a TLS
+// hello in plain text: a configuration fault, not an outage.
+func tlsRefused(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var record tls.RecordHeaderError
+	return errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &verify) || errors.As(err, &record)
+}
+
 // redisError names why Redis could not be used: a refused login is no outage.
 func redisError(err error) error {
+	if tlsRefused(err) {
+		return &connError{ReasonRedisTLS, fmt.Errorf("redis's certificate does not verify: %w", err)}
+	}
 	msg := err.Error()
 	for _, refused := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password"} {
 		if strings.Contains(msg, refused) {

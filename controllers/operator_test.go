@@ -31,6 +31,7 @@ import (
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/pgroles"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
@@ -54,12 +55,15 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 	pool := testenv.Database(t)
 	rdb := testenv.RedisSingle(t)
 	require.NoError(t, redisstore.LoadScripts(testCtx, rdb))
+	redisCA, err := os.ReadFile(testenv.Get(t, "SECKILL_REDIS_CA_FILE"))
+	require.NoError(t, err)
 	activity := time.Now().UnixNano()%1_000_000_000_000 + 1
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-conn", Namespace: "default"}, StringData: map[string]string{
 		"pg-dsn": pool.Config().ConnString(), "redis-addrs": testenv.Get(t, "SECKILL_REDIS_ADDR"),
 		"rmq-endpoint": "127.0.0.1:1", "id-keys": "1:" + strings.Repeat("ab", 32), "token-key": strings.Repeat("k", 32),
 		"payment-keys":   "sim:" + strings.Repeat("cd", 32),
 		"redis-username": testenv.Get(t, "SECKILL_REDIS_USERNAME"), "redis-password": testenv.Get(t, "SECKILL_REDIS_PASSWORD"),
+		"redis-ca.crt": string(redisCA),
 	}}
 	require.NoError(t, k8sClient.Create(testCtx, secret))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), secret) })
@@ -70,11 +74,13 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 		&act.Spec.Connections.RocketMQEndpointSecret, &act.Spec.Connections.IDKeysSecret, act.Spec.Connections.TokenKeySecret} {
 		sel.Name = secret.Name
 	}
-	// The stack's Redis refuses anonymous clients: every activity logs in.
+	// The stack's Redis refuses anonymous clients and plain text: every
+	// activity logs in over TLS.
 	login := func(key string) *corev1.SecretKeySelector {
 		return &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret.Name}, Key: key}
 	}
 	act.Spec.Connections.Redis.UsernameSecret, act.Spec.Connections.Redis.PasswordSecret = login("redis-username"), login("redis-password")
+	act.Spec.Connections.Redis.CASecret = login("redis-ca.crt")
 	now := time.Now().Truncate(time.Second)
 	act.Spec.Schedule = seckillv1alpha1.Schedule{Start: metav1.NewTime(now.Add(-time.Minute)), End: metav1.NewTime(now.Add(time.Hour))}
 	if mutate != nil {
@@ -775,6 +781,60 @@ func TestRedisLoginFailsClosed(t *testing.T) {
 	cs.Data["redis-password"] = good
 	require.NoError(t, k8sClient.Update(testCtx, &cs))
 	s.eventually("recovered", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse
+	})
+}
+
+// Redis's certificate is verified against spec.connections.redis.caSecret:
+// a value that is no certificate is SecretInvalid naming the key, another
+// authority is Degraded RedisTLSFailed with nothing provisioned (never a
+// plain-text retry), the stack's CA connects, and every pod gets it as the
+// file $SECKILL_REDIS_CA_FILE names.
+func TestRedisCertificateFailsClosed(t *testing.T) {
+	s := newSale(t, "redis-tls", nil)
+	var cs corev1.Secret
+	key := types.NamespacedName{Namespace: "default", Name: "redis-tls-conn"}
+	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+	good := cs.Data["redis-ca.crt"]
+	s.eventually("active over TLS", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	var d appsv1.Deployment
+	require.NoError(t, k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(s.get(), ComponentGateway)}, &d))
+	env := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	require.Equal(t, "/etc/seckill/redis-ca/ca.crt", env[names.EnvRedisCAFile])
+	mounted := false
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		mounted = mounted || (m.Name == "redis-ca" && m.MountPath == "/etc/seckill/redis-ca" && m.ReadOnly)
+	}
+	require.True(t, mounted, "the gateway's pods mount the authority")
+
+	for _, tc := range []struct {
+		name, reason string
+		ca           []byte
+	}{
+		{"a placeholder", ReasonSecretInvalid, []byte("changeme")},
+		{"another authority", ReasonRedisTLS, testenv.ForeignCA(t)},
+	} {
+		require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+		cs.Data["redis-ca.crt"] = tc.ca
+		require.NoError(t, k8sClient.Update(testCtx, &cs))
+		a := s.eventually("degraded by "+tc.name, func(a *seckillv1alpha1.SeckillActivity) bool {
+			c := condition(a, seckillv1alpha1.ConditionDegraded)
+			return c.Status == metav1.ConditionTrue && c.Reason == tc.reason
+		})
+		msg := condition(a, seckillv1alpha1.ConditionDegraded).Message
+		if tc.reason == ReasonSecretInvalid {
+			require.Contains(t, msg, `"redis-ca.crt"`, "the bad key is named")
+		} else {
+			require.Contains(t, msg, "certificate")
+		}
+	}
+	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+	cs.Data["redis-ca.crt"] = good
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	s.eventually("recovered with the stack's authority", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse
 	})
 }

@@ -258,20 +258,25 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 			SecretName: c.TokenKeysSecret.Name, DefaultMode: ptr.To(int32(0o440))}}})
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "token-keys", MountPath: tokenKeysDir, ReadOnly: true})
 	}
-	if c.RocketMQCASecret != nil {
-		// The proxy's authority as a file (every component: most reach the broker).
-		volumes = append(volumes, corev1.Volume{Name: "rocketmq-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: c.RocketMQCASecret.Name, DefaultMode: ptr.To(int32(0o444)),
-			Items: []corev1.KeyToPath{{Key: c.RocketMQCASecret.Key, Path: "ca.crt"}}}}})
-		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "rocketmq-ca", MountPath: rocketMQCADir, ReadOnly: true})
+	// The authorities as files (a rotated Secret rolls the pods: its value
+	// is in the secrets hash).
+	mountCA := func(volume, dir, file string, sel *corev1.SecretKeySelector) {
+		volumes = append(volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: sel.Name, DefaultMode: ptr.To(int32(0o444)),
+			Items: []corev1.KeyToPath{{Key: sel.Key, Path: file}}}}})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: dir, ReadOnly: true})
+	}
+	if c.RocketMQCASecret != nil { // every component: most reach the broker
+		mountCA("rocketmq-ca", rocketMQCADir, "ca.crt", c.RocketMQCASecret)
 		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: names.EnvRMQCAFile, Value: rocketMQCADir + "/ca.crt"})
+	}
+	if c.Redis.CASecret != nil { // every component reads the Redis settings
+		mountCA("redis-ca", redisCADir, "ca.crt", c.Redis.CASecret)
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: names.EnvRedisCAFile, Value: redisCADir + "/ca.crt"})
 	}
 	if dbRole(component) != "" && c.PostgresCASecret != nil {
 		// PostgreSQL's authority as the file the role's DSN names (sslrootcert).
-		volumes = append(volumes, corev1.Volume{Name: "postgres-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: c.PostgresCASecret.Name, DefaultMode: ptr.To(int32(0o444)),
-			Items: []corev1.KeyToPath{{Key: c.PostgresCASecret.Key, Path: postgresCAFile}}}}})
-		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "postgres-ca", MountPath: postgresCADir, ReadOnly: true})
+		mountCA("postgres-ca", postgresCADir, postgresCAFile, c.PostgresCASecret)
 	}
 	if component == ComponentGateway {
 		ctr.Args = append(ctr.Args, "-token-max-lifetime="+dur(act.Spec.Tokens.MaxLifetime, tokens.DefaultMaxLifetime).String())
@@ -292,6 +297,9 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 
 // rocketMQCADir is where the pods find spec.connections.rocketMQCASecret.
 const rocketMQCADir = "/etc/seckill/rocketmq-ca"
+
+// redisCADir is where the pods find spec.connections.redis.caSecret.
+const redisCADir = "/etc/seckill/redis-ca"
 
 // tokenKeysDir is where the gateway finds the Secret of token keys.
 const tokenKeysDir = "/etc/seckill/token-keys" //nolint:gosec // a mount path, not a credential

@@ -14,7 +14,9 @@ set -a; . "$ROOT/.stack/env"; set +a
 PORT="${SECKILL_REDIS_ADDR##*:}"
 # As the workloads log in: the stack's ACL user (INFO for the CPU figures
 # is allowed it; nothing here needs the admin).
-AUTH=(--user "$SECKILL_REDIS_USERNAME" --pass "$SECKILL_REDIS_PASSWORD" --no-auth-warning)
+# TLS as well, verified against the stack's CA (the ceiling pays it too).
+TLS=(--tls --cacert "$SECKILL_REDIS_CA_FILE")
+AUTH=("${TLS[@]}" --user "$SECKILL_REDIS_USERNAME" --pass "$SECKILL_REDIS_PASSWORD" --no-auth-warning)
 cli() { redis-cli -p "$PORT" "${AUTH[@]}" "$@"; }
 
 sha=$(cli SCRIPT LOAD "$(cat "$ROOT/workloads/redisstore/lua/reserve.lua")")
@@ -30,7 +32,7 @@ ceiling=()
 cpu_us=()
 for _ in $(seq "$RUNS"); do
   before=$(redis_cpu)
-  rps=$(redis-benchmark -p "$PORT" --user "$SECKILL_REDIS_USERNAME" -a "$SECKILL_REDIS_PASSWORD" -n "$N" -c 32 -r 1000000000 -q \
+  rps=$(redis-benchmark -p "$PORT" "${TLS[@]}" --user "$SECKILL_REDIS_USERNAME" -a "$SECKILL_REDIS_PASSWORD" -n "$N" -c 32 -r 1000000000 -q \
     EVALSHA "$sha" 9 "seckill:$tag:window" "seckill:$tag:stock" "seckill:$tag:counter" \
     "seckill:$tag:request:__rand_int__" "seckill:$tag:user:__rand_int__" \
     "seckill:$tag:reservation:__rand_int__" "seckill:$tag:send_due" "seckill:$tag:open" "seckill:$tag:rate:__rand_int__" \

@@ -46,7 +46,7 @@ up "after kill -9 of Redis cluster-1 and the name server"
 after=$(pids)
 changed=$(diff <(echo "$before") <(echo "$after") | grep '^>' | cut -d' ' -f2 | cut -d= -f1 | sort | tr '\n' ' ' || true)
 [ "$changed" = "redis/cluster-1/redis.pid rocketmq/namesrv.pid " ] || die "expected only cluster-1 and namesrv restarted, changed: '$changed'"
-info=$(REDISCLI_AUTH="$(sed -n 's/^SECKILL_REDIS_ADMIN_PASSWORD=//p' "$STACK_DIR/env")" redis-cli -p 27001 cluster info)
+info=$(REDISCLI_AUTH="$(sed -n 's/^SECKILL_REDIS_ADMIN_PASSWORD=//p' "$STACK_DIR/env")" redis-cli --tls --cacert "$STACK_DIR/tls/ca.crt" -p 27001 cluster info)
 grep -q cluster_state:ok <<<"$info" || die "Redis Cluster not ok after the node came back"
 
 # 3. up from nothing with every core busy

@@ -115,12 +115,15 @@ tls_up() {
     log "TLS: the stack's certificate authority in $TLS_DIR"
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
       -subj "/CN=seckill local stack CA" -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.crt" 2>/dev/null
-    rm -f "$TLS_DIR"/pg.crt "$TLS_DIR"/rmq.crt
+    rm -f "$TLS_DIR"/pg.crt "$TLS_DIR"/rmq.crt "$TLS_DIR"/redis.crt
   fi
   server_cert pg seckill-postgres
   server_cert rmq seckill-rocketmq-proxy
+  # Redis's nodes present their certificate to each other too (the cluster
+  # bus and replication ask the dialling node for one): client use as well.
+  server_cert redis seckill-redis serverAuth,clientAuth
 }
-# server_cert <name> <cn>: a server certificate of the stack's CA (PKCS#8 key,
+# server_cert <name> <cn> [usage]: a server certificate of the stack's CA (PKCS#8 key,
 # as Netty reads it) for 127.0.0.1 and the node's bridge address.
 server_cert() {
   local n="$1"
@@ -128,7 +131,7 @@ server_cert() {
   log "TLS: the certificate of $2 in $TLS_DIR"
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
     -keyout "$TLS_DIR/$n.key" -out "$TLS_DIR/$n.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:localhost\nextendedKeyUsage=serverAuth\n' "${SECKILL_NODE_IP:-10.244.0.1}" > "$TLS_DIR/$n.ext"
+  printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:localhost\nextendedKeyUsage=%s\n' "${SECKILL_NODE_IP:-10.244.0.1}" "${3:-serverAuth}" > "$TLS_DIR/$n.ext"
   openssl x509 -req -in "$TLS_DIR/$n.csr" -CA "$TLS_DIR/ca.crt" -CAkey "$TLS_DIR/ca.key" -CAcreateserial \
     -days 825 -extfile "$TLS_DIR/$n.ext" -out "$TLS_DIR/$n.crt" 2>/dev/null
   rm -f "$TLS_DIR/$n.csr" "$TLS_DIR/$n.ext"
@@ -192,6 +195,12 @@ pg_down() {
 }
 
 # ---------------------------------------------------------------- Redis
+# Every Redis of the stack speaks TLS only (no plain port): clients verify the
+# stack's CA; replication, the cluster bus and Sentinel's links use TLS too.
+# Clients are not asked for certificates: they log in with the ACL user.
+REDIS_TLS=(--tls-cert-file "$TLS_DIR/redis.crt" --tls-key-file "$TLS_DIR/redis.key" --tls-ca-cert-file "$TLS_DIR/ca.crt"
+  --tls-auth-clients no --tls-replication yes --tls-cluster yes)
+rcli() { redis-cli --tls --cacert "$TLS_DIR/ca.crt" "$@"; }
 redis_start() { # <name> <port> [extra args...]
   local name="$1" port="$2"; shift 2
   local dir="$STACK_DIR/redis/$name" a prev=""
@@ -202,7 +211,7 @@ redis_start() { # <name> <port> [extra args...]
     [ "$prev" = --cluster-port ] && claim_port "$a" "cluster bus of Redis $name"
     prev="$a"
   done
-  redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --daemonize yes \
+  redis-server --bind 127.0.0.1 --port 0 --tls-port "$port" "${REDIS_TLS[@]}" --dir "$dir" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --save "" --appendonly no \
     --protected-mode no --requirepass "$REDIS_ADMIN_PASSWORD" --masterauth "$REDIS_ADMIN_PASSWORD" \
     --user "$REDIS_USER" "${REDIS_ACL[@]}" "$@"
@@ -225,7 +234,7 @@ redis_up() {
   cluster_form "$nodes" || { log "Redis Cluster did not form: resetting its nodes and forming it again"; cluster_reset; cluster_form "$nodes"; } \
     || die "Redis Cluster did not reach cluster_state:ok (see $STACK_DIR/redis/cluster-*/redis.log)"
   local i=0
-  until redis-cli -p "$REPLICA_PORT" info replication | grep 'master_link_status:up' >/dev/null; do
+  until rcli -p "$REPLICA_PORT" info replication | grep 'master_link_status:up' >/dev/null; do
     i=$((i + 1)); [ "$i" -le 30 ] || die "Redis replica did not connect to the primary"
     sleep 1
   done
@@ -236,9 +245,9 @@ redis_up() {
 # restarted alone rejoins from its nodes-<port>.conf), then wait for state ok.
 cluster_form() {
   cluster_ok && return 0
-  if [ "$(redis-cli -p "$CLUSTER_PORT" cluster info | awk -F: '/cluster_known_nodes/ {print $2+0}')" -le 1 ]; then
+  if [ "$(rcli -p "$CLUSTER_PORT" cluster info | awk -F: '/cluster_known_nodes/ {print $2+0}')" -le 1 ]; then
     # shellcheck disable=SC2086
-    redis-cli --cluster create $1 --cluster-replicas 0 --cluster-yes >/dev/null || return 1
+    rcli --cluster create $1 --cluster-replicas 0 --cluster-yes >/dev/null || return 1
   fi
   local i=0
   until cluster_ok; do
@@ -247,13 +256,13 @@ cluster_form() {
   done
   log "Redis Cluster formed on $CLUSTER_PORT..$((CLUSTER_PORT + 2))"
 }
-cluster_ok() { redis-cli -p "$CLUSTER_PORT" cluster info 2>/dev/null | grep 'cluster_state:ok' >/dev/null; }
+cluster_ok() { rcli -p "$CLUSTER_PORT" cluster info 2>/dev/null | grep 'cluster_state:ok' >/dev/null; }
 # The stack's cluster holds test data only: a half-formed one is emptied.
 cluster_reset() {
   local i
   for i in 0 1 2; do
-    redis-cli -p $((CLUSTER_PORT + i)) flushall >/dev/null 2>&1 || true
-    redis-cli -p $((CLUSTER_PORT + i)) cluster reset hard >/dev/null 2>&1 || true
+    rcli -p $((CLUSTER_PORT + i)) flushall >/dev/null 2>&1 || true
+    rcli -p $((CLUSTER_PORT + i)) cluster reset hard >/dev/null 2>&1 || true
   done
 }
 
@@ -266,7 +275,13 @@ sentinel_up() {
   if pid_alive "$dir/redis.pid"; then log "Redis Sentinel already running on $SENTINEL_PORT"; return 0; fi
   claim_port "$SENTINEL_PORT" "Redis Sentinel"
   cat > "$dir/sentinel.conf" <<CONF
-port $SENTINEL_PORT
+port 0
+tls-port $SENTINEL_PORT
+tls-cert-file $TLS_DIR/redis.crt
+tls-key-file $TLS_DIR/redis.key
+tls-ca-cert-file $TLS_DIR/ca.crt
+tls-auth-clients no
+tls-replication yes
 bind 127.0.0.1
 protected-mode no
 daemonize yes
@@ -282,7 +297,7 @@ CONF
   redis-server "$dir/sentinel.conf" --sentinel
   wait_port "$SENTINEL_PORT" "Redis Sentinel" 20
   local i=0
-  until redis-cli -p "$SENTINEL_PORT" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | grep "$REDIS_PORT" >/dev/null; do
+  until rcli -p "$SENTINEL_PORT" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | grep "$REDIS_PORT" >/dev/null; do
     i=$((i + 1)); [ "$i" -le 30 ] || die "Redis Sentinel does not know the primary"
     sleep 1
   done
@@ -356,6 +371,7 @@ SECKILL_PG_DSN='postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/seckill?sslm
 SECKILL_PG_ADMIN_DSN='postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt'
 SECKILL_TLS_CA=$TLS_DIR/ca.crt
 SECKILL_RMQ_CA_FILE=$TLS_DIR/ca.crt
+SECKILL_REDIS_CA_FILE=$TLS_DIR/ca.crt
 SECKILL_REDIS_ADDR=127.0.0.1:$REDIS_PORT
 SECKILL_REDIS_USERNAME=$REDIS_USER
 SECKILL_REDIS_PASSWORD=$REDIS_PASSWORD

@@ -61,6 +61,14 @@ type RedisConnection struct {
 	UsernameSecret *corev1.SecretKeySelector `json:"usernameSecret,omitempty"`
 	// +optional
 	PasswordSecret *corev1.SecretKeySelector `json:"passwordSecret,omitempty"`
+	// CASecret holds the PEM authority Redis's certificate is verified
+	// against. When set, every connection to Redis (Sentinel's and the
+	// cluster's nodes included) is TLS, and each server's certificate must
+	// name the address it is dialled at. The operator checks it with a
+	// handshake (Degraded RedisTLSFailed when it does not verify) and mounts
+	// it in the workloads' pods. Without it Redis is reached in plain text.
+	// +optional
+	CASecret *corev1.SecretKeySelector `json:"caSecret,omitempty"`
 }
 
 // Connections references the Secrets that hold the stores' endpoints and keys.

@@ -19,7 +19,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/stackenv"
+	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 
 // Env is a setting of the local stack (hack/stack.sh up), or exits.
@@ -32,9 +34,16 @@ func Env(key string) string {
 	return v
 }
 
-// RedisOptions are the stack's standalone Redis with its ACL login.
+// RedisOptions are the stack's standalone Redis with its ACL login, over
+// TLS verified against the stack's CA.
 func RedisOptions() *redis.Options {
-	return &redis.Options{Addr: Env("SECKILL_REDIS_ADDR"), Username: Env("SECKILL_REDIS_USERNAME"), Password: Env("SECKILL_REDIS_PASSWORD")}
+	ca, err := tlsca.ReadFile(Env(names.EnvRedisCAFile), "the stack's Redis CA")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tc, _ := tlsca.Config(ca, "the stack's Redis CA") // ReadFile parsed it
+	return &redis.Options{Addr: Env("SECKILL_REDIS_ADDR"), Username: Env("SECKILL_REDIS_USERNAME"), Password: Env("SECKILL_REDIS_PASSWORD"), TLSConfig: tc}
 }
 
 // RandomHex is n random bytes, hex-encoded (keys for a local sale).

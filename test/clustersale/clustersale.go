@@ -46,6 +46,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/mq/admin"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 
 // NodeIP is the node's bridge address, where pods reach the stack.
@@ -74,6 +75,9 @@ type Options struct {
 	// RedisUsername and RedisPassword log in to the stack's Redis (the
 	// activity's Secret carries them too).
 	RedisUsername, RedisPassword string
+	// RedisCA is the PEM authority of Redis's certificate (none: Redis in
+	// plain text).
+	RedisCA []byte
 	// Stock is the SKU's stock at the start; the run raises it by half.
 	Stock int
 	// Logf prints progress.
@@ -164,7 +168,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer pool.Close()
 	r.pool = pool
-	r.rdb = redis.NewClient(&redis.Options{Addr: o.RedisAddr, Username: o.RedisUsername, Password: o.RedisPassword})
+	ropts := &redis.Options{Addr: o.RedisAddr, Username: o.RedisUsername, Password: o.RedisPassword}
+	if len(o.RedisCA) > 0 {
+		if ropts.TLSConfig, err = tlsca.Config(o.RedisCA, "the Redis CA"); err != nil {
+			return nil, err
+		}
+	}
+	r.rdb = redis.NewClient(ropts)
 	defer func() { _ = r.rdb.Close() }()
 
 	if err := r.removeLeftovers(ctx); err != nil {
@@ -327,7 +337,7 @@ func (r *run) apply(ctx context.Context) error {
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stores", Namespace: ns.Name},
 		StringData: map[string]string{
-			"pg-dsn": dsn, "pg-ca.crt": string(ca), "rmq-ca.crt": string(r.o.RocketMQCA), "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint), "rmq-namesrv": onNode(r.o.RMQNameServer),
+			"pg-dsn": dsn, "pg-ca.crt": string(ca), "rmq-ca.crt": string(r.o.RocketMQCA), "redis-ca.crt": string(r.o.RedisCA), "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint), "rmq-namesrv": onNode(r.o.RMQNameServer),
 			"id-keys": "1:" + strings.ReplaceAll(ids.NewRandom().String()+ids.NewRandom().String(), "-", ""), "token-key": string(r.tokenKey),
 		}}
 	if err := r.c.Create(ctx, secret); err != nil {
@@ -346,7 +356,7 @@ func (r *run) apply(ctx context.Context) error {
 			Schedule: seckillv1alpha1.Schedule{Start: metav1.NewTime(start), End: metav1.NewTime(start.Add(30 * time.Minute))},
 			Connections: seckillv1alpha1.Connections{PostgresDSNSecret: ref("pg-dsn"), PostgresCASecret: caRef(ca, ref("pg-ca.crt")),
 				Redis: seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs"),
-					UsernameSecret: ptr.To(ref("redis-username")), PasswordSecret: ptr.To(ref("redis-password"))},
+					UsernameSecret: ptr.To(ref("redis-username")), PasswordSecret: ptr.To(ref("redis-password")), CASecret: caRef(r.o.RedisCA, ref("redis-ca.crt"))},
 				RocketMQEndpointSecret: ref("rmq-endpoint"), RocketMQCASecret: caRef(r.o.RocketMQCA, ref("rmq-ca.crt")), RocketMQNameServerSecret: nameServerRef(r.o.RMQNameServer, ref("rmq-namesrv")),
 				IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
 			Workloads: seckillv1alpha1.WorkloadsSpec{Image: r.image, ImagePullPolicy: corev1.PullNever},

@@ -6,7 +6,6 @@ package config
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -22,6 +21,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 
 // Common is what every workload needs.
@@ -37,8 +37,13 @@ type Common struct {
 	// Sentinel's, in sentinel mode).
 	RedisUsername string
 	RedisPassword string
-	RMQEndpoint   string
-	ActivityID    int64
+	// RedisCAFile names a PEM authority (Check reads it into RedisCA); with
+	// RedisCA every Redis connection, Sentinel's included, is TLS and
+	// verifies the server's certificate for the address dialled.
+	RedisCAFile string
+	RedisCA     []byte
+	RMQEndpoint string
+	ActivityID  int64
 	// SKUs is "sku:buckets,sku:buckets".
 	SKUs string
 	// IDKeys is "version:hexkey,..."; IDKeyCurrent the version for new ids.
@@ -81,6 +86,7 @@ func (c *Common) Bind(fs *flag.FlagSet) {
 		c.RedisPassword = strings.TrimSpace(string(b))
 		return nil
 	})
+	fs.StringVar(&c.RedisCAFile, "redis-ca-file", env(names.EnvRedisCAFile, ""), "PEM CA of Redis's certificate: TLS to Redis, verified ($"+names.EnvRedisCAFile+")")
 	fs.StringVar(&c.RMQEndpoint, "rmq-endpoint", env(names.EnvRMQEndpoint, ""), "RocketMQ proxy gRPC host:port ($"+names.EnvRMQEndpoint+")")
 	act, _ := strconv.ParseInt(env(names.EnvActivityID, "0"), 10, 64)
 	fs.Int64Var(&c.ActivityID, "activity-id", act, "activity id ($"+names.EnvActivityID+")")
@@ -114,6 +120,13 @@ func (c *Common) Check(n Need) error {
 		}
 		if c.RedisUsername != "" && c.RedisPassword == "" {
 			errs = append(errs, errors.New("-redis-username needs a password ($"+names.EnvRedisPassword+" or -redis-password-file)"))
+		}
+		if c.RedisCAFile != "" && len(c.RedisCA) == 0 {
+			ca, err := tlsca.ReadFile(c.RedisCAFile, "the Redis CA")
+			if err != nil {
+				errs = append(errs, fmt.Errorf("-redis-ca-file: %w", err))
+			}
+			c.RedisCA = ca
 		}
 	}
 	if n.RMQ && c.RMQEndpoint == "" {
@@ -217,9 +230,9 @@ func (c *Common) Postgres(ctx context.Context) (*pgxpool.Pool, error) {
 // a connection that does not verify (or may fall back to plain text) would
 // look safe and not be.
 func PinPostgresCA(cfg *pgx.ConnConfig, ca []byte) error {
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(ca) {
-		return errors.New("the PostgreSQL CA holds no PEM certificate")
+	roots, err := tlsca.Pool(ca, "the PostgreSQL CA")
+	if err != nil {
+		return err
 	}
 	tlsOf := []*tls.Config{cfg.TLSConfig}
 	for _, fb := range cfg.Fallbacks {
@@ -234,17 +247,26 @@ func PinPostgresCA(cfg *pgx.ConnConfig, ca []byte) error {
 	return nil
 }
 
-// Redis opens the client for the configured topology.
-func (c *Common) Redis() redis.UniversalClient {
+// Redis opens the client for the configured topology: TLS verified against
+// RedisCA when one is set (go-redis names each server by the host it
+// dials, so a certificate must carry that name or address).
+func (c *Common) Redis() (redis.UniversalClient, error) {
 	addrs := strings.Split(c.RedisAddrs, ",")
 	user, pw := c.RedisUsername, c.RedisPassword
+	var tc *tls.Config
+	if len(c.RedisCA) > 0 {
+		var err error
+		if tc, err = tlsca.Config(c.RedisCA, "the Redis CA"); err != nil {
+			return nil, err
+		}
+	}
 	switch c.RedisMode {
 	case "cluster":
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: user, Password: pw})
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: user, Password: pw, TLSConfig: tc}), nil
 	case "sentinel":
 		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: c.RedisMaster, SentinelAddrs: addrs,
-			Username: user, Password: pw, SentinelUsername: user, SentinelPassword: pw})
+			Username: user, Password: pw, SentinelUsername: user, SentinelPassword: pw, TLSConfig: tc}), nil
 	default:
-		return redis.NewClient(&redis.Options{Addr: addrs[0], Username: user, Password: pw})
+		return redis.NewClient(&redis.Options{Addr: addrs[0], Username: user, Password: pw, TLSConfig: tc}), nil
 	}
 }

@@ -2,8 +2,6 @@ package mq
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -11,6 +9,7 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 
 // The client library speaks TLS to the proxy but, by default, accepts any
@@ -21,11 +20,7 @@ import (
 
 // TLSConfig is the verifying TLS configuration for the PEM authority ca.
 func TLSConfig(ca []byte) (*tls.Config, error) {
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(ca) {
-		return nil, errors.New("the RocketMQ CA holds no PEM certificate")
-	}
-	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
+	return tlsca.Config(ca, "the RocketMQ CA")
 }
 
 var (

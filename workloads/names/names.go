@@ -53,7 +53,10 @@ const (
 	EnvRedisUsername = "SECKILL_REDIS_USERNAME"
 	// EnvRMQCAFile names the PEM authority the proxy's certificate is
 	// verified against.
-	EnvRMQCAFile     = "SECKILL_RMQ_CA_FILE"
+	EnvRMQCAFile = "SECKILL_RMQ_CA_FILE"
+	// EnvRedisCAFile names the PEM authority Redis's certificate is
+	// verified against: set, every Redis connection is TLS.
+	EnvRedisCAFile   = "SECKILL_REDIS_CA_FILE"
 	EnvRedisPassword = "SECKILL_REDIS_PASSWORD" //nolint:gosec // a variable name, not a credential
 	EnvRMQEndpoint   = "SECKILL_RMQ_ENDPOINT"
 	EnvIDKeys        = "SECKILL_ID_KEYS"

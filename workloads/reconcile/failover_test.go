@@ -50,7 +50,7 @@ func TestRedisFailoverLosingAcknowledgedWrites(t *testing.T) {
 	unsent := s.Reserve(t, 8, time.Hour, false) // the gateway died before sending
 	require.Equal(t, redisstore.Counters{Initial: 10, Available: 3, OpenReserved: 3, Committed: 4, Exists: true}, s.Counters(t), "the old primary had them")
 
-	fo.LosePrimary(t)
+	fo.LosePrimary(t, s.Redis.Client())
 	// The promoted replica: the state before the cut, internally conserved.
 	require.Equal(t, redisstore.Counters{Initial: 10, Available: 7, Committed: 3, Exists: true}, s.Counters(t))
 	for _, m := range []uuid.UUID{projected.ReservationID, inFlight.ReservationID, rejected.ReservationID, unsent.ReservationID} {

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill-operator/workloads/names"
 )
 
 // Failover is a Redis primary, one replica and one Sentinel of a test's
@@ -23,6 +26,7 @@ import (
 // replica and those writes are gone — the failover loss of seed §11.1.
 type Failover struct {
 	Master                          string
+	tls                             *tls.Config
 	primary, replica, sentinel      int
 	primaryCmd, replicaCmd, sentCmd *exec.Cmd
 }
@@ -60,8 +64,21 @@ func startRedis(t testing.TB, dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func direct(port int) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second})
+func (f *Failover) direct(port int) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, TLSConfig: f.tls})
+}
+
+func (f *Failover) sentinelClient() *redis.SentinelClient {
+	return redis.NewSentinelClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(f.sentinel), TLSConfig: f.tls})
+}
+
+// stackRedisTLS is the server side of TLS with the stack's Redis
+// certificate (beside its CA), as the stack's own servers run.
+func stackRedisTLS(t testing.TB) (dir string, args []string) {
+	t.Helper()
+	dir = filepath.Dir(Get(t, names.EnvRedisCAFile))
+	return dir, []string{"--tls-cert-file", filepath.Join(dir, "redis.crt"), "--tls-key-file", filepath.Join(dir, "redis.key"),
+		"--tls-ca-cert-file", filepath.Join(dir, "ca.crt"), "--tls-auth-clients", "no", "--tls-replication", "yes"}
 }
 
 func until(t testing.TB, what string, timeout time.Duration, ok func() bool) {
@@ -80,13 +97,14 @@ func until(t testing.TB, what string, timeout time.Duration, ok func() bool) {
 func RedisFailover(t testing.TB) *Failover {
 	t.Helper()
 	dir := t.TempDir()
-	f := &Failover{Master: "failover-" + strconv.Itoa(os.Getpid()), primary: freePort(t), replica: freePort(t), sentinel: freePort(t)}
-	common := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"}
-	f.primaryCmd = startRedis(t, filepath.Join(dir, "primary"), append([]string{"--port", strconv.Itoa(f.primary)}, common...)...)
-	f.replicaCmd = startRedis(t, filepath.Join(dir, "replica"), append([]string{"--port", strconv.Itoa(f.replica),
+	f := &Failover{Master: "failover-" + strconv.Itoa(os.Getpid()), primary: freePort(t), replica: freePort(t), sentinel: freePort(t), tls: RedisTLS(t)}
+	tlsDir, tlsArgs := stackRedisTLS(t)
+	common := append([]string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--port", "0"}, tlsArgs...)
+	f.primaryCmd = startRedis(t, filepath.Join(dir, "primary"), append([]string{"--tls-port", strconv.Itoa(f.primary)}, common...)...)
+	f.replicaCmd = startRedis(t, filepath.Join(dir, "replica"), append([]string{"--tls-port", strconv.Itoa(f.replica),
 		"--replicaof", "127.0.0.1", strconv.Itoa(f.primary)}, common...)...)
 	ctx := context.Background()
-	r := direct(f.replica)
+	r := f.direct(f.replica)
 	defer r.Close()
 	until(t, "the replica to sync", 20*time.Second, func() bool {
 		info, _ := r.Info(ctx, "replication").Result()
@@ -94,14 +112,16 @@ func RedisFailover(t testing.TB) *Failover {
 	})
 	conf := filepath.Join(dir, "sentinel", "sentinel.conf")
 	_ = os.MkdirAll(filepath.Dir(conf), 0o755)
-	body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 1\n"+
-		"sentinel down-after-milliseconds %[3]s 1000\nsentinel failover-timeout %[3]s 10000\n",
-		f.sentinel, filepath.Dir(conf), f.Master, f.primary)
+	body := fmt.Sprintf("port 0\ntls-port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 1\n"+
+		"sentinel down-after-milliseconds %[3]s 1000\nsentinel failover-timeout %[3]s 10000\n"+
+		"tls-cert-file %[5]s/redis.crt\ntls-key-file %[5]s/redis.key\ntls-ca-cert-file %[5]s/ca.crt\n"+
+		"tls-auth-clients no\ntls-replication yes\n",
+		f.sentinel, filepath.Dir(conf), f.Master, f.primary, tlsDir)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f.sentCmd = startRedis(t, filepath.Dir(conf), conf, "--sentinel")
-	s := redis.NewSentinelClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(f.sentinel)})
+	s := f.sentinelClient()
 	defer s.Close()
 	until(t, "Sentinel to see the replica", 30*time.Second, func() bool {
 		reps, err := s.Replicas(ctx, f.Master).Result()
@@ -115,7 +135,7 @@ func RedisFailover(t testing.TB) *Failover {
 func (f *Failover) Client(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: f.Master,
-		SentinelAddrs: []string{"127.0.0.1:" + strconv.Itoa(f.sentinel)}, DialTimeout: time.Second})
+		SentinelAddrs: []string{"127.0.0.1:" + strconv.Itoa(f.sentinel)}, DialTimeout: time.Second, TLSConfig: f.tls})
 	ping(t, c)
 	return c
 }
@@ -123,7 +143,7 @@ func (f *Failover) Client(t testing.TB) redis.UniversalClient {
 // Replicated waits until the replica acknowledged every write so far.
 func (f *Failover) Replicated(t testing.TB) {
 	t.Helper()
-	p := direct(f.primary)
+	p := f.direct(f.primary)
 	defer p.Close()
 	n, err := p.Wait(context.Background(), 1, 5*time.Second).Result()
 	if err != nil || n != 1 {
@@ -138,7 +158,7 @@ func (f *Failover) CutReplication(t testing.TB) {
 	if err := f.replicaCmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("stopping the replica: %v", err)
 	}
-	p := direct(f.primary)
+	p := f.direct(f.primary)
 	defer p.Close()
 	ctx := context.Background()
 	if err := p.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
@@ -151,8 +171,11 @@ func (f *Failover) CutReplication(t testing.TB) {
 }
 
 // LosePrimary kills the primary, lets the replica run again and waits
-// until Sentinel promoted it and it accepts writes.
-func (f *Failover) LosePrimary(t testing.TB) {
+// until Sentinel promoted it, it accepts writes, and each of clients
+// reaches it. (go-redis cannot check a pooled TLS connection's health
+// before use: a client learns the primary died, and switches, only by
+// commands that fail on it — what a workload sees as a few errors.)
+func (f *Failover) LosePrimary(t testing.TB, clients ...redis.UniversalClient) {
 	t.Helper()
 	if err := f.primaryCmd.Process.Kill(); err != nil {
 		t.Fatalf("killing the primary: %v", err)
@@ -162,16 +185,22 @@ func (f *Failover) LosePrimary(t testing.TB) {
 		t.Fatalf("resuming the replica: %v", err)
 	}
 	ctx := context.Background()
-	s := redis.NewSentinelClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(f.sentinel)})
+	s := f.sentinelClient()
 	defer s.Close()
 	want := strconv.Itoa(f.replica)
 	until(t, "Sentinel to promote the replica", 60*time.Second, func() bool {
 		addr, err := s.GetMasterAddrByName(ctx, f.Master).Result()
 		return err == nil && len(addr) == 2 && addr[1] == want
 	})
-	r := direct(f.replica)
+	r := f.direct(f.replica)
 	defer r.Close()
 	until(t, "the promoted replica to accept writes", 20*time.Second, func() bool {
 		return r.Set(ctx, "failover:probe", "1", time.Minute).Err() == nil
 	})
+	for _, c := range clients {
+		until(t, "the client to reach the promoted replica", 30*time.Second, func() bool {
+			v, err := c.ConfigGet(ctx, "tls-port").Result()
+			return err == nil && v["tls-port"] == want
+		})
+	}
 }

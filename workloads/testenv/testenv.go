@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/migrations"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/stackenv"
+	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 
 // Lookup returns one endpoint of the stack (an environment variable wins
@@ -53,11 +55,26 @@ var exportLogins sync.Once
 // as a pod's env carries them from Secrets: every workload process a test
 // starts inherits them (the stack refuses anonymous Redis clients).
 func exportRedisLogin() {
-	for _, k := range []string{names.EnvRedisUsername, names.EnvRedisPassword, names.EnvRMQCAFile} {
+	for _, k := range []string{names.EnvRedisUsername, names.EnvRedisPassword, names.EnvRedisCAFile, names.EnvRMQCAFile} {
 		if v, err := stackenv.Lookup(k); err == nil && os.Getenv(k) == "" {
 			_ = os.Setenv(k, v)
 		}
 	}
+}
+
+// RedisTLS is the client TLS configuration for the stack's Redis: its
+// certificate verified against the stack's CA.
+func RedisTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	ca, err := tlsca.ReadFile(Get(t, names.EnvRedisCAFile), "the stack's Redis CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := tlsca.Config(ca, "the stack's Redis CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
 }
 
 // RedisLogin is the stack's Redis ACL user and password.
@@ -129,7 +146,7 @@ func replaceDB(dsn, name string) string {
 func RedisSingle(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	user, pw := RedisLogin(t)
-	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{Get(t, "SECKILL_REDIS_ADDR")}, Username: user, Password: pw})
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{Get(t, "SECKILL_REDIS_ADDR")}, Username: user, Password: pw, TLSConfig: RedisTLS(t)})
 	ping(t, c)
 	return c
 }
@@ -138,7 +155,7 @@ func RedisSingle(t testing.TB) redis.UniversalClient {
 func RedisCluster(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	user, pw := RedisLogin(t)
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(Get(t, "SECKILL_REDIS_CLUSTER_ADDRS"), ","), Username: user, Password: pw})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(Get(t, "SECKILL_REDIS_CLUSTER_ADDRS"), ","), Username: user, Password: pw, TLSConfig: RedisTLS(t)})
 	ping(t, c)
 	return c
 }
@@ -159,7 +176,7 @@ func RedisSentinel(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	user, pw := RedisLogin(t)
 	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: Get(t, "SECKILL_REDIS_SENTINEL_MASTER"),
-		SentinelAddrs: []string{Get(t, "SECKILL_REDIS_SENTINEL_ADDR")}, Username: user, Password: pw, SentinelUsername: user, SentinelPassword: pw})
+		SentinelAddrs: []string{Get(t, "SECKILL_REDIS_SENTINEL_ADDR")}, Username: user, Password: pw, SentinelUsername: user, SentinelPassword: pw, TLSConfig: RedisTLS(t)})
 	ping(t, c)
 	return c
 }

@@ -38,10 +38,10 @@ func freeTCPPort(t *testing.T) int {
 func run(t *testing.T, bin string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	// Nothing from the caller's environment but the stack's Redis login
-	// (testenv puts it there, as a pod's env carries it).
+	// Nothing from the caller's environment but the stack's Redis login and
+	// CA (testenv puts them there, as a pod's env carries them).
 	cmd.Env = []string{"PATH=/usr/bin:/bin", names.EnvRedisUsername + "=" + os.Getenv(names.EnvRedisUsername),
-		names.EnvRedisPassword + "=" + os.Getenv(names.EnvRedisPassword)}
+		names.EnvRedisPassword + "=" + os.Getenv(names.EnvRedisPassword), names.EnvRedisCAFile + "=" + os.Getenv(names.EnvRedisCAFile)}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

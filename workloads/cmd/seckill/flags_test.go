@@ -24,6 +24,7 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"scanner bad redis mode", []string{"scanner", "-rmq-endpoint", "x:1", "-redis-addrs", "x:1", "-redis-mode", "ring", "-skus", "1:1"}, `-redis-mode "ring"`},
 		{"redis user without password", []string{"compensator", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-redis-username", "u"}, "-redis-username needs a password"},
 		{"redis password file missing", []string{"compensator", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-redis-password-file", "/nonexistent/pw"}, "reading the Redis password"},
+		{"redis CA not a certificate", []string{"compensator", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-redis-ca-file", "/etc/hostname"}, "-redis-ca-file: the Redis CA (/etc/hostname): the Redis CA holds no PEM certificate"},
 		{"sentinel without master", []string{"compensator", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-redis-mode", "sentinel"}, "-redis-master is required"},
 		{"dlq-replay without group", []string{"dlq-replay", "-rmq-endpoint", "x:1"}, "-group is required"},
 		{"dlq-replay unknown group", []string{"dlq-replay", "-rmq-endpoint", "x:1", "-group", "someone-else"}, "-topic is required"},

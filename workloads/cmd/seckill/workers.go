@@ -160,7 +160,10 @@ func openPG(ctx context.Context, c *config.Common, closers *[]func() error) (*pg
 // openRedis connects to Redis, loads the scripts once and registers the
 // client for closing.
 func openRedis(ctx context.Context, c *config.Common, closers *[]func() error) (redis.UniversalClient, error) {
-	rdb := c.Redis()
+	rdb, err := c.Redis()
+	if err != nil {
+		return nil, err
+	}
 	*closers = append(*closers, rdb.Close)
 	if err := redisstore.LoadScripts(ctx, rdb); err != nil {
 		return nil, err

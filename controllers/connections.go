@@ -50,6 +50,8 @@ type Endpoints struct {
 	// created ("": the shared ones).
 	RocketMQNameServer string
 	RocketMQCA         []byte
+	// RocketMQAccessKey and RocketMQSecretKey: the ACL user, if any.
+	RocketMQAccessKey, RocketMQSecretKey string
 	// RedisUsername and RedisPassword: the Redis login, if any.
 	RedisUsername, RedisPassword string
 	// RedisCA: the authority Redis's certificate is verified against (TLS
@@ -167,6 +169,14 @@ func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.Se
 	e.RedisMode, e.RedisMaster = c.Redis.Mode, c.Redis.MasterName
 	if e.RedisMode == "" {
 		e.RedisMode = "single"
+	}
+	if rc := c.RocketMQCredentials; rc != nil { // the operator's admin calls sign with them too
+		if e.RocketMQAccessKey, err = get(rc.AccessKeySecret); err != nil {
+			return e, err
+		}
+		if e.RocketMQSecretKey, err = get(rc.SecretKeySecret); err != nil {
+			return e, err
+		}
 	}
 	if sel := c.RocketMQNameServerSecret; sel != nil { // archiving deletes the activity's topics too
 		v, err := get(*sel)

@@ -111,7 +111,7 @@ func (r *SeckillActivityReconciler) finalize(ctx context.Context, act *seckillv1
 			return r.degraded(ctx, act.DeepCopy(), act, fmt.Errorf("dropping the workloads' PostgreSQL roles: %w", err))
 		}
 		if err := r.deleteMessaging(ctx, act, e); err != nil {
-			return r.degraded(ctx, act.DeepCopy(), act, &connError{ReasonRocketMQAdmin, fmt.Errorf("deleting the activity's topics and groups: %w", err)})
+			return r.degraded(ctx, act.DeepCopy(), act, adminError(fmt.Errorf("deleting the activity's topics and groups: %w", err)))
 		}
 		r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "Archived", "Archive",
 			"traffic stopped; %d Redis keys expire in %s; PostgreSQL business data kept", n, retention)

@@ -17,6 +17,10 @@ import (
 // created (or deleted) through the name server and the brokers.
 const ReasonRocketMQAdmin = "RocketMQAdminFailed"
 
+// ReasonRocketMQAuth: the broker refused spec.connections.
+// rocketMQCredentials (an unknown user, a wrong secret, or no right).
+const ReasonRocketMQAuth = "RocketMQAuthFailed"
+
 // messagingRecheck is how often the operator makes sure again that an
 // activity's topics and groups exist (a broker whose store was lost).
 const messagingRecheck = 10 * time.Minute
@@ -57,20 +61,35 @@ func (r *SeckillActivityReconciler) ensureMessaging(ctx context.Context, act *se
 	if at, ok := r.messagingDone.Load(key); ok && r.now().Sub(at.(time.Time)) < messagingRecheck {
 		return nil
 	}
-	c := &admin.Client{NameServer: e.RocketMQNameServer, Timeout: 10 * time.Second}
+	c := adminClient(e)
 	m := messaging(act)
 	for _, t := range messagingTopics(m) {
 		if err := c.CreateTopic(ctx, t); err != nil {
-			return &connError{ReasonRocketMQAdmin, fmt.Errorf("the activity's topic %s: %w", t.Name, err)}
+			return adminError(fmt.Errorf("the activity's topic %s: %w", t.Name, err))
 		}
 	}
 	for _, g := range messagingGroups(m) {
 		if err := c.CreateGroup(ctx, g); err != nil {
-			return &connError{ReasonRocketMQAdmin, fmt.Errorf("the activity's consumer group %s: %w", g.Name, err)}
+			return adminError(fmt.Errorf("the activity's consumer group %s: %w", g.Name, err))
 		}
 	}
 	r.messagingDone.Store(key, r.now())
 	return nil
+}
+
+// adminClient reaches e's name server and brokers as e's ACL user.
+func adminClient(e Endpoints) *admin.Client {
+	return &admin.Client{NameServer: e.RocketMQNameServer, Timeout: 10 * time.Second,
+		AccessKey: e.RocketMQAccessKey, SecretKey: e.RocketMQSecretKey}
+}
+
+// adminError: a refused login or right is RocketMQAuthFailed, the rest
+// RocketMQAdminFailed.
+func adminError(err error) error {
+	if admin.IsAuthError(err) {
+		return &connError{ReasonRocketMQAuth, fmt.Errorf("the broker refused the RocketMQ credentials: %w", err)}
+	}
+	return &connError{ReasonRocketMQAdmin, err}
 }
 
 // deleteMessaging removes act's own topics and groups (after its archive:
@@ -80,7 +99,7 @@ func (r *SeckillActivityReconciler) deleteMessaging(ctx context.Context, act *se
 	if e.RocketMQNameServer == "" {
 		return nil
 	}
-	c := &admin.Client{NameServer: e.RocketMQNameServer, Timeout: 10 * time.Second}
+	c := adminClient(e)
 	m := messaging(act)
 	var errs []error
 	for _, t := range messagingTopics(m) {

@@ -49,7 +49,7 @@ func deploymentArgs(t *testing.T, a *seckillv1alpha1.SeckillActivity, component 
 // TestPerActivityTopicsAndGroupsIsolate.)
 func TestActivitiesGetTheirOwnTopicsAndGroups(t *testing.T) {
 	addr := testenv.Get(t, "SECKILL_RMQ_NAMESRV")
-	broker := &admin.Client{NameServer: addr}
+	broker := &admin.Client{NameServer: addr, AccessKey: testenv.Get(t, names.EnvRMQAccessKey), SecretKey: testenv.Get(t, names.EnvRMQSecretKey)}
 	sales := []*sale{newSale(t, "iso-a", nameServer(t, "iso-a", addr)), newSale(t, "iso-b", nameServer(t, "iso-b", addr))}
 	var own []names.Messaging
 	for _, s := range sales {
@@ -98,6 +98,45 @@ func TestActivitiesGetTheirOwnTopicsAndGroups(t *testing.T) {
 	}
 	require.Contains(t, topics, own[1].CreateTopic, "the other activity's stay")
 	require.Contains(t, groups, own[1].ConsumerGroup)
+}
+
+// The broker refuses a wrong secret: Degraded RocketMQAuthFailed (the
+// secret never shown) and no workload; the right one connects, and every
+// pod signs as the activity's ACL user (env from the same Secret).
+func TestWrongRocketMQCredentialsRunNothing(t *testing.T) {
+	addr := testenv.Get(t, "SECKILL_RMQ_NAMESRV")
+	s := newSale(t, "rmq-auth", func(a *seckillv1alpha1.SeckillActivity) {
+		nameServer(t, "rmq-auth", addr)(a)
+		a.Spec.Connections.RocketMQCredentials.SecretKeySecret.Key = "rmq-wrong-secret"
+	})
+	var cs corev1.Secret
+	key := types.NamespacedName{Namespace: "default", Name: "rmq-auth-conn"}
+	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+	cs.Data["rmq-wrong-secret"] = []byte("not-the-secret")
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	a := s.eventually("degraded by the credentials", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionDegraded)
+		return c.Status == metav1.ConditionTrue && c.Reason == ReasonRocketMQAuth
+	})
+	require.NotContains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "not-the-secret")
+	var d appsv1.Deployment
+	require.True(t, apierrors.IsNotFound(k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &d)))
+
+	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+	cs.Data["rmq-wrong-secret"] = cs.Data["rmq-secret-key"]
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	a = s.eventually("connected", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionDegraded).Reason == "Connected"
+	})
+	require.Eventually(t, func() bool {
+		return k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &d) == nil
+	}, 30*time.Second, 200*time.Millisecond)
+	env := map[string]*corev1.EnvVarSource{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.ValueFrom
+	}
+	require.Equal(t, "rmq-access-key", env[names.EnvRMQAccessKey].SecretKeyRef.Key)
+	require.Equal(t, "rmq-wrong-secret", env[names.EnvRMQSecretKey].SecretKeyRef.Key)
 }
 
 // A name server that does not answer: Degraded RocketMQAdminFailed and no

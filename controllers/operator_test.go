@@ -63,7 +63,8 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 		"rmq-endpoint": "127.0.0.1:1", "id-keys": "1:" + strings.Repeat("ab", 32), "token-key": strings.Repeat("k", 32),
 		"payment-keys":   "sim:" + strings.Repeat("cd", 32),
 		"redis-username": testenv.Get(t, "SECKILL_REDIS_USERNAME"), "redis-password": testenv.Get(t, "SECKILL_REDIS_PASSWORD"),
-		"redis-ca.crt": string(redisCA),
+		"redis-ca.crt":   string(redisCA),
+		"rmq-access-key": testenv.Get(t, names.EnvRMQAccessKey), "rmq-secret-key": testenv.Get(t, names.EnvRMQSecretKey),
 	}}
 	require.NoError(t, k8sClient.Create(testCtx, secret))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), secret) })
@@ -81,6 +82,8 @@ func newSale(t *testing.T, name string, mutate func(*seckillv1alpha1.SeckillActi
 	}
 	act.Spec.Connections.Redis.UsernameSecret, act.Spec.Connections.Redis.PasswordSecret = login("redis-username"), login("redis-password")
 	act.Spec.Connections.Redis.CASecret = login("redis-ca.crt")
+	// The stack's broker runs with ACLs: the activity's ACL user.
+	act.Spec.Connections.RocketMQCredentials = &seckillv1alpha1.RocketMQCredentials{AccessKeySecret: *login("rmq-access-key"), SecretKeySecret: *login("rmq-secret-key")}
 	now := time.Now().Truncate(time.Second)
 	act.Spec.Schedule = seckillv1alpha1.Schedule{Start: metav1.NewTime(now.Add(-time.Minute)), End: metav1.NewTime(now.Add(time.Hour))}
 	if mutate != nil {

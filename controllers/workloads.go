@@ -192,6 +192,9 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	if c.Redis.PasswordSecret != nil {
 		env = append(env, secretEnv(names.EnvRedisPassword, *c.Redis.PasswordSecret))
 	}
+	if rc := c.RocketMQCredentials; rc != nil {
+		env = append(env, secretEnv(names.EnvRMQAccessKey, rc.AccessKeySecret), secretEnv(names.EnvRMQSecretKey, rc.SecretKeySecret))
+	}
 	// Each component connects as its own role, never with the operator's
 	// DSN (which may migrate the schema).
 	if role := dbRole(component); role != "" {

@@ -71,6 +71,12 @@ type RedisConnection struct {
 	CASecret *corev1.SecretKeySelector `json:"caSecret,omitempty"`
 }
 
+// RocketMQCredentials are an ACL user's access key and secret key.
+type RocketMQCredentials struct {
+	AccessKeySecret corev1.SecretKeySelector `json:"accessKeySecret"`
+	SecretKeySecret corev1.SecretKeySelector `json:"secretKeySecret"`
+}
+
 // Connections references the Secrets that hold the stores' endpoints and keys.
 // +kubebuilder:validation:XValidation:rule="has(self.tokenKeySecret) || has(self.tokenKeysSecret)",message="tokenKeySecret or tokenKeysSecret is required"
 type Connections struct {
@@ -94,6 +100,12 @@ type Connections struct {
 	// client library's default applies: TLS that accepts any certificate.
 	// +optional
 	RocketMQCASecret *corev1.SecretKeySelector `json:"rocketMQCASecret,omitempty"`
+	// RocketMQCredentials: the broker's ACL user every workload signs its
+	// requests as, and the operator creates the activity's topics and
+	// groups as (rocketMQNameServerSecret). A login the broker refuses is
+	// Degraded RocketMQAuthFailed. Without it requests go unsigned.
+	// +optional
+	RocketMQCredentials *RocketMQCredentials `json:"rocketMQCredentials,omitempty"`
 	// RocketMQNameServerSecret holds a RocketMQ name server's host:port.
 	// When set, the activity gets topics and consumer groups of its own
 	// (seckill-<id>-order-create, …), which the operator creates on the

@@ -40,7 +40,8 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	res, err := clustersale.Run(ctx, clustersale.Options{Root: root, DSN: env("SECKILL_PG_DSN"), RedisAddr: env("SECKILL_REDIS_ADDR"),
-		RMQEndpoint: env("SECKILL_RMQ_ENDPOINT"), RMQNameServer: env("SECKILL_RMQ_NAMESRV"), RocketMQCA: readCA(env("SECKILL_RMQ_CA_FILE")), RedisUsername: env("SECKILL_REDIS_USERNAME"), RedisPassword: env("SECKILL_REDIS_PASSWORD"), RedisCA: readCA(env("SECKILL_REDIS_CA_FILE")), Stock: *stock,
+		RMQEndpoint: env("SECKILL_RMQ_ENDPOINT"), RMQNameServer: env("SECKILL_RMQ_NAMESRV"), RocketMQCA: readCA(env("SECKILL_RMQ_CA_FILE")), RedisUsername: env("SECKILL_REDIS_USERNAME"), RedisPassword: env("SECKILL_REDIS_PASSWORD"), RedisCA: readCA(env("SECKILL_REDIS_CA_FILE")),
+		RMQAccessKey: env("SECKILL_RMQ_ACCESS_KEY"), RMQSecretKey: env("SECKILL_RMQ_SECRET_KEY"), Stock: *stock,
 		Logf: func(format string, args ...any) { fmt.Printf(format+"\n", args...) }})
 	if res != nil {
 		report(res)

@@ -20,7 +20,9 @@
 # Environment: RMQ_RUN_DIR (required: where store, logs and pid files live),
 # RMQ_VERSION (5.5.0), RMQ_CACHE (~/.cache/seckill), RMQ_NAMESRV_PORT, RMQ_BROKER_PORT
 # (also uses -2 and +1), RMQ_GRPC_PORT, RMQ_REMOTING_PORT, JAVA, RMQ_START_TIMEOUT,
-# RMQ_ADMIN_DEADLINE.
+# RMQ_ADMIN_DEADLINE; RMQ_ADMIN_USER / RMQ_ADMIN_PASSWORD (the ACL super user,
+# mqadmin's login) and RMQ_USER / RMQ_PASSWORD (the clients' user: publish,
+# subscribe, and create/delete topics and groups — nothing else).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +36,10 @@ GRPC_PORT="${RMQ_GRPC_PORT:-28081}"
 REMOTING_PORT="${RMQ_REMOTING_PORT:-28080}"
 NAMESRV_ADDR="127.0.0.1:$NAMESRV_PORT"
 START_TIMEOUT="${RMQ_START_TIMEOUT:-180}"
+ADMIN_USER="${RMQ_ADMIN_USER:-rocketmq-admin}"
+ADMIN_PASSWORD="${RMQ_ADMIN_PASSWORD:-seckill-rmq-admin}"
+CLIENT_USER="${RMQ_USER:-seckill}"
+CLIENT_PASSWORD="${RMQ_PASSWORD:-seckill-rmq}"
 
 if [ -z "${JAVA:-}" ]; then
   if [ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/java ]; then
@@ -76,7 +82,8 @@ tls_test_mode() { if [ -s "$TLS_DIR/rmq.crt" ] && [ -s "$TLS_DIR/rmq.key" ]; the
 render() {
   sed -e "s#@TLS_TEST_MODE@#$(tls_test_mode)#g" -e "s#@TLS_CERT@#$TLS_DIR/rmq.crt#g" -e "s#@TLS_KEY@#$TLS_DIR/rmq.key#g" \
       -e "s#@RUN_DIR@#$RUN#g" -e "s#@BROKER_IP@#$(advertised)#g" -e "s#@NAMESRV_PORT@#$NAMESRV_PORT#g" -e "s#@BROKER_PORT@#$BROKER_PORT#g" \
-      -e "s#@GRPC_PORT@#$GRPC_PORT#g" -e "s#@REMOTING_PORT@#$REMOTING_PORT#g" "$1"
+      -e "s#@GRPC_PORT@#$GRPC_PORT#g" -e "s#@REMOTING_PORT@#$REMOTING_PORT#g" \
+      -e "s#@ADMIN_USER@#$ADMIN_USER#g" -e "s#@ADMIN_PASSWORD@#$ADMIN_PASSWORD#g" "$1"
 }
 
 alive() { pid_alive "$RUN/$1.pid"; }
@@ -111,6 +118,9 @@ cmd_start() {
   compgen -G "$LIB/rocketmq-proxy-$VERSION.jar" >/dev/null || cmd_fetch
   mkdir -p "$RUN/home/conf" "$RUN/store"
   export ROCKETMQ_HOME="$RUN/home"
+  # mqadmin signs its requests with the admin's credentials from here.
+  printf 'accessKey: %s\nsecretKey: %s\n' "$ADMIN_USER" "$ADMIN_PASSWORD" > "$RUN/home/conf/tools.yml"
+  chmod 600 "$RUN/home/conf/tools.yml"
   if alive namesrv; then
     log "namesrv already running (pid $(cat "$RUN/namesrv.pid"))"
   else
@@ -145,6 +155,30 @@ cmd_start() {
     wait_log "$RUN/proxy.out" "rocketmq-proxy startup successfully" proxy
   fi
   wait_registered
+  ensure_client_user
+}
+
+# The clients' user and its ACLs (idempotent: created, or updated to this
+# password and these rights). Workloads publish and subscribe; the operator
+# creates and deletes an activity's own topics and groups with the same user.
+ensure_client_user() {
+  local deadline=$((SECONDS + START_TIMEOUT)) done_mark="$RUN/store/config/acl-$CLIENT_USER.done"
+  # The users and ACLs live in the store: a restarted broker keeps them, so
+  # a restart costs no admin JVMs (the mark holds the password they have).
+  if [ "$(cat "$done_mark" 2>/dev/null)" = "$CLIENT_PASSWORD" ]; then return 0; fi
+  until { cmd_admin createUser -c DefaultCluster -u "$CLIENT_USER" -p "$CLIENT_PASSWORD" -t Normal >> "$RUN/admin.log" 2>&1 \
+            || cmd_admin updateUser -c DefaultCluster -u "$CLIENT_USER" -p "$CLIENT_PASSWORD" -t Normal >> "$RUN/admin.log" 2>&1; } \
+        && acl_set "Topic:*" "Pub,Sub,Create,Update,Delete,Get,List" && acl_set "Group:*" "Sub,Create,Update,Delete,Get,List"; do
+    [ "$SECONDS" -lt "$deadline" ] || die "could not create the RocketMQ user $CLIENT_USER (see $RUN/admin.log)"
+    sleep 2
+  done
+  printf '%s' "$CLIENT_PASSWORD" > "$done_mark"
+  chmod 600 "$done_mark"
+  log "RocketMQ ACL user $CLIENT_USER ready"
+}
+acl_set() { # <resource> <actions>
+  cmd_admin createAcl -c DefaultCluster -s "User:$CLIENT_USER" -r "$1" -a "$2" -d Allow >> "$RUN/admin.log" 2>&1 \
+    || cmd_admin updateAcl -c DefaultCluster -s "User:$CLIENT_USER" -r "$1" -a "$2" -d Allow >> "$RUN/admin.log" 2>&1
 }
 
 # The proxy reports "startup successfully" before the embedded broker has

@@ -78,6 +78,9 @@ type Options struct {
 	// RedisCA is the PEM authority of Redis's certificate (none: Redis in
 	// plain text).
 	RedisCA []byte
+	// RMQAccessKey and RMQSecretKey: the broker's ACL user (the activity's
+	// Secret carries it; the operator and the pods sign as it).
+	RMQAccessKey, RMQSecretKey string
 	// Stock is the SKU's stock at the start; the run raises it by half.
 	Stock int
 	// Logf prints progress.
@@ -337,7 +340,7 @@ func (r *run) apply(ctx context.Context) error {
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stores", Namespace: ns.Name},
 		StringData: map[string]string{
-			"pg-dsn": dsn, "pg-ca.crt": string(ca), "rmq-ca.crt": string(r.o.RocketMQCA), "redis-ca.crt": string(r.o.RedisCA), "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint), "rmq-namesrv": onNode(r.o.RMQNameServer),
+			"pg-dsn": dsn, "pg-ca.crt": string(ca), "rmq-ca.crt": string(r.o.RocketMQCA), "redis-ca.crt": string(r.o.RedisCA), "rmq-access-key": r.o.RMQAccessKey, "rmq-secret-key": r.o.RMQSecretKey, "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint), "rmq-namesrv": onNode(r.o.RMQNameServer),
 			"id-keys": "1:" + strings.ReplaceAll(ids.NewRandom().String()+ids.NewRandom().String(), "-", ""), "token-key": string(r.tokenKey),
 		}}
 	if err := r.c.Create(ctx, secret); err != nil {
@@ -358,7 +361,8 @@ func (r *run) apply(ctx context.Context) error {
 				Redis: seckillv1alpha1.RedisConnection{Mode: "single", AddressesSecret: ref("redis-addrs"),
 					UsernameSecret: ptr.To(ref("redis-username")), PasswordSecret: ptr.To(ref("redis-password")), CASecret: caRef(r.o.RedisCA, ref("redis-ca.crt"))},
 				RocketMQEndpointSecret: ref("rmq-endpoint"), RocketMQCASecret: caRef(r.o.RocketMQCA, ref("rmq-ca.crt")), RocketMQNameServerSecret: nameServerRef(r.o.RMQNameServer, ref("rmq-namesrv")),
-				IDKeysSecret: ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
+				RocketMQCredentials: rmqCredentials(r.o.RMQAccessKey, ref("rmq-access-key"), ref("rmq-secret-key")),
+				IDKeysSecret:        ref("id-keys"), TokenKeySecret: ptr.To(ref("token-key"))},
 			Workloads: seckillv1alpha1.WorkloadsSpec{Image: r.image, ImagePullPolicy: corev1.PullNever},
 			Scaling: seckillv1alpha1.ScalingSpec{MinConsumers: 1, MaxConsumers: 4, TargetDrainTime: d(3 * time.Second),
 				ScaleDownStabilization: d(15 * time.Second), CompensationPauseAfter: d(15 * time.Second)},
@@ -387,6 +391,13 @@ func splitCA(dsn string) (string, []byte, error) {
 	q.Del("sslrootcert")
 	u.RawQuery = q.Encode()
 	return u.String(), ca, nil
+}
+
+func rmqCredentials(accessKey string, ak, sk corev1.SecretKeySelector) *seckillv1alpha1.RocketMQCredentials {
+	if accessKey == "" {
+		return nil
+	}
+	return &seckillv1alpha1.RocketMQCredentials{AccessKeySecret: ak, SecretKeySecret: sk}
 }
 
 func caRef(ca []byte, sel corev1.SecretKeySelector) *corev1.SecretKeySelector {
@@ -825,7 +836,7 @@ func (r *run) checkOwnMessaging(ctx context.Context) {
 			}
 		}
 	}
-	groups, err := (&admin.Client{NameServer: r.o.RMQNameServer}).Groups(ctx)
+	groups, err := (&admin.Client{NameServer: r.o.RMQNameServer, AccessKey: r.o.RMQAccessKey, SecretKey: r.o.RMQSecretKey}).Groups(ctx)
 	_, exists := groups[group]
 	ok := err == nil && exists && group != names.GroupOrderConsumer && strings.HasPrefix(group, "seckill-")
 	r.check("the activity's own consumer group, created on the broker", ok, fmt.Sprintf("group %q on the broker %v (%v)", group, exists, err))

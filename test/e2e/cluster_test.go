@@ -42,7 +42,8 @@ func TestSaleOnTheCluster(t *testing.T) {
 	res, err := clustersale.Run(ctx, clustersale.Options{Root: repoRoot(), DSN: pool.Config().ConnString(),
 		RedisAddr: testenv.Get(t, "SECKILL_REDIS_ADDR"), RMQEndpoint: testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), RMQNameServer: testenv.Get(t, "SECKILL_RMQ_NAMESRV"),
 		RocketMQCA: readFile(t, testenv.Get(t, "SECKILL_RMQ_CA_FILE")), RedisUsername: testenv.Get(t, "SECKILL_REDIS_USERNAME"), RedisPassword: testenv.Get(t, "SECKILL_REDIS_PASSWORD"),
-		RedisCA: readFile(t, testenv.Get(t, "SECKILL_REDIS_CA_FILE")), Stock: 400, Logf: t.Logf})
+		RedisCA:      readFile(t, testenv.Get(t, "SECKILL_REDIS_CA_FILE")),
+		RMQAccessKey: testenv.Get(t, "SECKILL_RMQ_ACCESS_KEY"), RMQSecretKey: testenv.Get(t, "SECKILL_RMQ_SECRET_KEY"), Stock: 400, Logf: t.Logf})
 	if res != nil {
 		t.Logf("activity %d in %s, %s; phases %v; answers %v", res.Activity, res.Namespace, res.Took, res.Phases, res.Answers)
 	}

@@ -330,7 +330,13 @@ func TestSkewedBuyersSellEveryUnit(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for u := range work {
-						r := f.post(t, path, bearer(u), body(ids.NewRandom()))
+						// As the contract asks: a 503 ("units are moving between
+						// buckets") is retried with the same request_id.
+						req := ids.NewRandom()
+						r := f.post(t, path, bearer(u), body(req))
+						for try := 0; r.Code == gateway.CodeServiceUnavailable && try < 5; try++ {
+							r = f.post(t, path, bearer(u), body(req))
+						}
 						mu.Lock()
 						codes[r.Code]++
 						mu.Unlock()

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 )
 
@@ -36,7 +35,7 @@ func quietClientLog() {
 }
 
 func config(endpoint, group string) *rmq.Config {
-	return &rmq.Config{Endpoint: endpoint, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
+	return &rmq.Config{Endpoint: endpoint, ConsumerGroup: group, Credentials: sessionCredentials()}
 }
 
 // Message is what we send.

@@ -104,6 +104,26 @@ func TestDelayedMessageArrivesAfterItsTime(t *testing.T) {
 	require.NoError(t, c.Ack(context.Background(), d))
 }
 
+// The stack's proxy runs with ACLs: a client signing with the wrong secret
+// cannot even start, and one without credentials is refused the same way;
+// the right ones work (every other test).
+func TestWrongCredentialsAreRefused(t *testing.T) {
+	endpoint := testenv.Get(t, "SECKILL_RMQ_ENDPOINT")
+	user, secret := testenv.Get(t, names.EnvRMQAccessKey), testenv.Get(t, names.EnvRMQSecretKey)
+	t.Cleanup(func() { mq.UseCredentials(user, secret) })
+	for name, cred := range map[string][2]string{"wrong secret": {user, "not-the-secret"}, "none": {"", ""}} {
+		t.Run(name, func(t *testing.T) {
+			mq.UseCredentials(cred[0], cred[1])
+			_, err := mq.NewProducer(endpoint, "seckill-test-normal")
+			require.ErrorContains(t, err, "UNAUTHORIZED")
+		})
+	}
+	mq.UseCredentials(user, secret)
+	p, err := mq.NewProducer(endpoint, "seckill-test-normal")
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+}
+
 func TestSendToMissingTopicFails(t *testing.T) {
 	_, err := mq.NewProducer(testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), "seckill-no-such-topic")
 	require.Error(t, err)

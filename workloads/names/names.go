@@ -59,9 +59,13 @@ const (
 	EnvRedisCAFile   = "SECKILL_REDIS_CA_FILE"
 	EnvRedisPassword = "SECKILL_REDIS_PASSWORD" //nolint:gosec // a variable name, not a credential
 	EnvRMQEndpoint   = "SECKILL_RMQ_ENDPOINT"
-	EnvIDKeys        = "SECKILL_ID_KEYS"
-	EnvIDKeyCurrent  = "SECKILL_ID_KEY_CURRENT"
-	EnvTokenKey      = "SECKILL_TOKEN_KEY" //nolint:gosec // the name of a variable, not a credential
+	// EnvRMQAccessKey and EnvRMQSecretKey: the RocketMQ ACL user the
+	// clients sign their requests as.
+	EnvRMQAccessKey = "SECKILL_RMQ_ACCESS_KEY"
+	EnvRMQSecretKey = "SECKILL_RMQ_SECRET_KEY" //nolint:gosec // a variable name, not a credential
+	EnvIDKeys       = "SECKILL_ID_KEYS"
+	EnvIDKeyCurrent = "SECKILL_ID_KEY_CURRENT"
+	EnvTokenKey     = "SECKILL_TOKEN_KEY" //nolint:gosec // the name of a variable, not a credential
 	// EnvTokenKeysDir, EnvTokenIssuer and EnvTokenAudience configure the
 	// gateway's token verifier (a mounted Secret of keys; iss and aud).
 	EnvTokenKeysDir  = "SECKILL_TOKEN_KEYS_DIR" //nolint:gosec // the name of a variable, not a credential

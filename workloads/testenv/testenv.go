@@ -55,7 +55,7 @@ var exportLogins sync.Once
 // as a pod's env carries them from Secrets: every workload process a test
 // starts inherits them (the stack refuses anonymous Redis clients).
 func exportRedisLogin() {
-	for _, k := range []string{names.EnvRedisUsername, names.EnvRedisPassword, names.EnvRedisCAFile, names.EnvRMQCAFile} {
+	for _, k := range []string{names.EnvRedisUsername, names.EnvRedisPassword, names.EnvRedisCAFile, names.EnvRMQCAFile, names.EnvRMQAccessKey, names.EnvRMQSecretKey} {
 		if v, err := stackenv.Lookup(k); err == nil && os.Getenv(k) == "" {
 			_ = os.Setenv(k, v)
 		}

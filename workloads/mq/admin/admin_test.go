@@ -12,12 +12,37 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/mq/admin"
+	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
 
 func client(t *testing.T) *admin.Client {
 	t.Helper()
-	return &admin.Client{NameServer: testenv.Get(t, "SECKILL_RMQ_NAMESRV")}
+	return &admin.Client{NameServer: testenv.Get(t, "SECKILL_RMQ_NAMESRV"),
+		AccessKey: testenv.Get(t, names.EnvRMQAccessKey), SecretKey: testenv.Get(t, names.EnvRMQSecretKey)}
+}
+
+// The stack's broker runs with ACLs: a request without a signature, or
+// signed with the wrong secret, is refused as an auth error (not an
+// outage), and nothing is created.
+func TestUnsignedOrWronglySignedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	good := client(t)
+	for name, c := range map[string]*admin.Client{
+		"unsigned":     {NameServer: good.NameServer},
+		"wrong secret": {NameServer: good.NameServer, AccessKey: good.AccessKey, SecretKey: "not-the-secret"},
+		"unknown user": {NameServer: good.NameServer, AccessKey: "nobody", SecretKey: good.SecretKey},
+	} {
+		t.Run(name, func(t *testing.T) {
+			topic := unique("seckill-admin-refused")
+			err := c.CreateTopic(ctx, admin.Topic{Name: topic, Type: admin.Normal, Queues: 1})
+			require.Error(t, err)
+			require.True(t, admin.IsAuthError(err), "%v", err)
+			ok, err := good.TopicExists(ctx, topic)
+			require.NoError(t, err)
+			require.False(t, ok, "nothing created")
+		})
+	}
 }
 
 // unique is a name no earlier run used.

@@ -439,12 +439,30 @@ func checkRocketMQTLS(ctx context.Context, e Endpoints) error {
 	if err == nil {
 		return conn.Close()
 	}
-	var unknown x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var verify *tls.CertificateVerificationError
-	var rec tls.RecordHeaderError
-	if errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &verify) || errors.As(err, &rec) {
+	if tlsRefused(err) {
 		return &connError{ReasonRocketMQTLS, fmt.Errorf("the RocketMQ proxy's certificate does not verify: %w", err)}
+	}
+	return nil
+}
+
+// checkRocketMQLogin asks the proxy for the activity's create topic as its
+// ACL user, as every workload's client does when it starts: a login the
+// proxy refuses would only crash-loop the pods. A proxy that does not answer
+// is not judged here (the workloads wait for it).
+func checkRocketMQLogin(ctx context.Context, e Endpoints, topic string) error {
+	if e.RocketMQAccessKey == "" {
+		return nil
+	}
+	var tc *tls.Config
+	if len(e.RocketMQCA) > 0 {
+		var err error
+		if tc, err = mq.TLSConfig(e.RocketMQCA); err != nil {
+			return &connError{ReasonSecretInvalid, err}
+		}
+	}
+	err := mq.CheckLogin(ctx, e.RocketMQEndpoint, tc, e.RocketMQAccessKey, e.RocketMQSecretKey, topic)
+	if errors.Is(err, mq.ErrLoginRefused) {
+		return &connError{ReasonRocketMQAuth, err}
 	}
 	return nil
 }

@@ -77,6 +77,25 @@ func (r *SeckillActivityReconciler) ensureMessaging(ctx context.Context, act *se
 	return nil
 }
 
+// checkRocketMQLogin checks the activity's ACL user with the proxy, again
+// at most every messagingRecheck once accepted (or when the user or its
+// secret change).
+func (r *SeckillActivityReconciler) checkRocketMQLogin(ctx context.Context, act *seckillv1alpha1.SeckillActivity, e Endpoints) error {
+	if e.RocketMQAccessKey == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(e.RocketMQEndpoint + "\x00" + e.RocketMQAccessKey + "\x00" + e.RocketMQSecretKey))
+	key := string(act.UID) + "|login|" + hex.EncodeToString(sum[:])
+	if at, ok := r.messagingDone.Load(key); ok && r.now().Sub(at.(time.Time)) < messagingRecheck {
+		return nil
+	}
+	if err := checkRocketMQLogin(ctx, e, messaging(act).CreateTopic); err != nil {
+		return err
+	}
+	r.messagingDone.Store(key, r.now())
+	return nil
+}
+
 // adminClient reaches e's name server and brokers as e's ACL user.
 func adminClient(e Endpoints) *admin.Client {
 	return &admin.Client{NameServer: e.RocketMQNameServer, Timeout: 10 * time.Second,

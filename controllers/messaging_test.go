@@ -139,6 +139,36 @@ func TestWrongRocketMQCredentialsRunNothing(t *testing.T) {
 	require.Equal(t, "rmq-wrong-secret", env[names.EnvRMQSecretKey].SecretKeyRef.Key)
 }
 
+// Without a name server the operator still checks the ACL user with the
+// proxy (the route query every client starts with): a wrong secret is
+// Degraded RocketMQAuthFailed and nothing runs; the right one runs.
+func TestWrongRocketMQCredentialsCheckedWithTheProxy(t *testing.T) {
+	s := newSale(t, "rmq-login", func(a *seckillv1alpha1.SeckillActivity) {
+		a.Spec.Connections.RocketMQEndpointSecret.Key = "rmq-endpoint-real"
+		a.Spec.Connections.RocketMQCredentials.SecretKeySecret.Key = "rmq-wrong-secret"
+	})
+	var cs corev1.Secret
+	key := types.NamespacedName{Namespace: "default", Name: "rmq-login-conn"}
+	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+	cs.Data["rmq-endpoint-real"] = []byte(testenv.Get(t, "SECKILL_RMQ_ENDPOINT"))
+	cs.Data["rmq-wrong-secret"] = []byte("not-the-secret")
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	a := s.eventually("degraded by the credentials", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionDegraded)
+		return c.Status == metav1.ConditionTrue && c.Reason == ReasonRocketMQAuth
+	})
+	require.NotContains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "not-the-secret")
+	var d appsv1.Deployment
+	require.True(t, apierrors.IsNotFound(k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &d)))
+
+	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+	cs.Data["rmq-wrong-secret"] = cs.Data["rmq-secret-key"]
+	require.NoError(t, k8sClient.Update(testCtx, &cs))
+	s.eventually("connected", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionDegraded).Reason == "Connected"
+	})
+}
+
 // A name server that does not answer: Degraded RocketMQAdminFailed and no
 // workload (its consumers would have no group to read).
 func TestUnreachableNameServerRunsNothing(t *testing.T) {

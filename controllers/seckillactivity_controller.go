@@ -134,6 +134,9 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := checkRocketMQTLS(ctx, e); err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
+	if err := r.checkRocketMQLogin(ctx, &act, e); err != nil {
+		return r.degraded(ctx, before, &act, err)
+	}
 	if err := r.ensureMessaging(ctx, &act, e); err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}

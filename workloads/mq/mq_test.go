@@ -2,6 +2,8 @@ package mq_test
 
 import (
 	"context"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -122,6 +124,31 @@ func TestWrongCredentialsAreRefused(t *testing.T) {
 	p, err := mq.NewProducer(endpoint, "seckill-test-normal")
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
+}
+
+// The operator's login check: the stack's user is accepted (also for a
+// topic that does not exist: the login came first), a wrong secret and an
+// unknown user are ErrLoginRefused, and a proxy that does not answer is
+// not judged a refusal.
+func TestCheckLogin(t *testing.T) {
+	ctx := context.Background()
+	endpoint := testenv.Get(t, "SECKILL_RMQ_ENDPOINT")
+	ca, err := os.ReadFile(testenv.Get(t, names.EnvRMQCAFile))
+	require.NoError(t, err)
+	tc, err := mq.TLSConfig(ca)
+	require.NoError(t, err)
+	user, secret := testenv.Get(t, names.EnvRMQAccessKey), testenv.Get(t, names.EnvRMQSecretKey)
+	require.NoError(t, mq.CheckLogin(ctx, endpoint, tc, user, secret, "seckill-test-normal"))
+	require.NoError(t, mq.CheckLogin(ctx, endpoint, nil, user, secret, "seckill-no-such-topic"))
+	require.ErrorIs(t, mq.CheckLogin(ctx, endpoint, tc, user, "not-the-secret", "seckill-test-normal"), mq.ErrLoginRefused)
+	require.ErrorIs(t, mq.CheckLogin(ctx, endpoint, tc, "nobody", secret, "seckill-test-normal"), mq.ErrLoginRefused)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := l.Addr().String()
+	require.NoError(t, l.Close())
+	err = mq.CheckLogin(ctx, closed, tc, user, "not-the-secret", "seckill-test-normal")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, mq.ErrLoginRefused)
 }
 
 func TestSendToMissingTopicFails(t *testing.T) {

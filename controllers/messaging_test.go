@@ -100,73 +100,57 @@ func TestActivitiesGetTheirOwnTopicsAndGroups(t *testing.T) {
 	require.Contains(t, groups, own[1].ConsumerGroup)
 }
 
-// The broker refuses a wrong secret: Degraded RocketMQAuthFailed (the
-// secret never shown) and no workload; the right one connects, and every
-// pod signs as the activity's ACL user (env from the same Secret).
+// The operator checks the activity's ACL user before any workload runs:
+// through the name server (its own topics are created as that user) and,
+// without one, with the proxy (the route query every client starts with).
+// A wrong secret is Degraded RocketMQAuthFailed (the secret never shown)
+// and no workload runs; the right one connects, and every pod signs as the
+// activity's ACL user (env from the same Secret).
 func TestWrongRocketMQCredentialsRunNothing(t *testing.T) {
-	addr := testenv.Get(t, "SECKILL_RMQ_NAMESRV")
-	s := newSale(t, "rmq-auth", func(a *seckillv1alpha1.SeckillActivity) {
-		nameServer(t, "rmq-auth", addr)(a)
-		a.Spec.Connections.RocketMQCredentials.SecretKeySecret.Key = "rmq-wrong-secret"
-	})
-	var cs corev1.Secret
-	key := types.NamespacedName{Namespace: "default", Name: "rmq-auth-conn"}
-	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
-	cs.Data["rmq-wrong-secret"] = []byte("not-the-secret")
-	require.NoError(t, k8sClient.Update(testCtx, &cs))
-	a := s.eventually("degraded by the credentials", func(a *seckillv1alpha1.SeckillActivity) bool {
-		c := condition(a, seckillv1alpha1.ConditionDegraded)
-		return c.Status == metav1.ConditionTrue && c.Reason == ReasonRocketMQAuth
-	})
-	require.NotContains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "not-the-secret")
-	var d appsv1.Deployment
-	require.True(t, apierrors.IsNotFound(k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &d)))
+	for name, path := range map[string]func(t *testing.T, a *seckillv1alpha1.SeckillActivity){
+		"through the name server": func(t *testing.T, a *seckillv1alpha1.SeckillActivity) {
+			nameServer(t, a.Name, testenv.Get(t, "SECKILL_RMQ_NAMESRV"))(a)
+		},
+		"with the proxy": func(_ *testing.T, a *seckillv1alpha1.SeckillActivity) {
+			a.Spec.Connections.RocketMQEndpointSecret.Key = "rmq-endpoint-real"
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sale := "rmq-auth-" + strings.ReplaceAll(name, " ", "-")
+			s := newSale(t, sale, func(a *seckillv1alpha1.SeckillActivity) {
+				path(t, a)
+				a.Spec.Connections.RocketMQCredentials.SecretKeySecret.Key = "rmq-wrong-secret"
+			})
+			var cs corev1.Secret
+			key := types.NamespacedName{Namespace: "default", Name: sale + "-conn"}
+			require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+			cs.Data["rmq-endpoint-real"] = []byte(testenv.Get(t, "SECKILL_RMQ_ENDPOINT"))
+			cs.Data["rmq-wrong-secret"] = []byte("not-the-secret")
+			require.NoError(t, k8sClient.Update(testCtx, &cs))
+			a := s.eventually("degraded by the credentials", func(a *seckillv1alpha1.SeckillActivity) bool {
+				c := condition(a, seckillv1alpha1.ConditionDegraded)
+				return c.Status == metav1.ConditionTrue && c.Reason == ReasonRocketMQAuth
+			})
+			require.NotContains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "not-the-secret")
+			var d appsv1.Deployment
+			gateway := types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}
+			require.True(t, apierrors.IsNotFound(k8sClient.Get(testCtx, gateway, &d)))
 
-	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
-	cs.Data["rmq-wrong-secret"] = cs.Data["rmq-secret-key"]
-	require.NoError(t, k8sClient.Update(testCtx, &cs))
-	a = s.eventually("connected", func(a *seckillv1alpha1.SeckillActivity) bool {
-		return condition(a, seckillv1alpha1.ConditionDegraded).Reason == "Connected"
-	})
-	require.Eventually(t, func() bool {
-		return k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &d) == nil
-	}, 30*time.Second, 200*time.Millisecond)
-	env := map[string]*corev1.EnvVarSource{}
-	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		env[e.Name] = e.ValueFrom
+			require.NoError(t, k8sClient.Get(testCtx, key, &cs))
+			cs.Data["rmq-wrong-secret"] = cs.Data["rmq-secret-key"]
+			require.NoError(t, k8sClient.Update(testCtx, &cs))
+			s.eventually("connected", func(a *seckillv1alpha1.SeckillActivity) bool {
+				return condition(a, seckillv1alpha1.ConditionDegraded).Reason == "Connected"
+			})
+			require.Eventually(t, func() bool { return k8sClient.Get(testCtx, gateway, &d) == nil }, 30*time.Second, 200*time.Millisecond)
+			env := map[string]*corev1.EnvVarSource{}
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				env[e.Name] = e.ValueFrom
+			}
+			require.Equal(t, "rmq-access-key", env[names.EnvRMQAccessKey].SecretKeyRef.Key)
+			require.Equal(t, "rmq-wrong-secret", env[names.EnvRMQSecretKey].SecretKeyRef.Key)
+		})
 	}
-	require.Equal(t, "rmq-access-key", env[names.EnvRMQAccessKey].SecretKeyRef.Key)
-	require.Equal(t, "rmq-wrong-secret", env[names.EnvRMQSecretKey].SecretKeyRef.Key)
-}
-
-// Without a name server the operator still checks the ACL user with the
-// proxy (the route query every client starts with): a wrong secret is
-// Degraded RocketMQAuthFailed and nothing runs; the right one runs.
-func TestWrongRocketMQCredentialsCheckedWithTheProxy(t *testing.T) {
-	s := newSale(t, "rmq-login", func(a *seckillv1alpha1.SeckillActivity) {
-		a.Spec.Connections.RocketMQEndpointSecret.Key = "rmq-endpoint-real"
-		a.Spec.Connections.RocketMQCredentials.SecretKeySecret.Key = "rmq-wrong-secret"
-	})
-	var cs corev1.Secret
-	key := types.NamespacedName{Namespace: "default", Name: "rmq-login-conn"}
-	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
-	cs.Data["rmq-endpoint-real"] = []byte(testenv.Get(t, "SECKILL_RMQ_ENDPOINT"))
-	cs.Data["rmq-wrong-secret"] = []byte("not-the-secret")
-	require.NoError(t, k8sClient.Update(testCtx, &cs))
-	a := s.eventually("degraded by the credentials", func(a *seckillv1alpha1.SeckillActivity) bool {
-		c := condition(a, seckillv1alpha1.ConditionDegraded)
-		return c.Status == metav1.ConditionTrue && c.Reason == ReasonRocketMQAuth
-	})
-	require.NotContains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "not-the-secret")
-	var d appsv1.Deployment
-	require.True(t, apierrors.IsNotFound(k8sClient.Get(testCtx, types.NamespacedName{Namespace: "default", Name: ObjectName(a, ComponentGateway)}, &d)))
-
-	require.NoError(t, k8sClient.Get(testCtx, key, &cs))
-	cs.Data["rmq-wrong-secret"] = cs.Data["rmq-secret-key"]
-	require.NoError(t, k8sClient.Update(testCtx, &cs))
-	s.eventually("connected", func(a *seckillv1alpha1.SeckillActivity) bool {
-		return condition(a, seckillv1alpha1.ConditionDegraded).Reason == "Connected"
-	})
 }
 
 // A name server that does not answer: Degraded RocketMQAdminFailed and no

@@ -445,14 +445,11 @@ func checkRocketMQTLS(ctx context.Context, e Endpoints) error {
 	return nil
 }
 
-// checkRocketMQLogin asks the proxy for the activity's create topic as its
-// ACL user, as every workload's client does when it starts: a login the
-// proxy refuses would only crash-loop the pods. A proxy that does not answer
-// is not judged here (the workloads wait for it).
-func checkRocketMQLogin(ctx context.Context, e Endpoints, topic string) error {
-	if e.RocketMQAccessKey == "" {
-		return nil
-	}
+// proxyLogin asks the proxy for topic's route as e's ACL user, as every
+// workload's client does when it starts: a login the proxy refuses would
+// only crash-loop the pods. A proxy that does not answer is not judged here
+// (the workloads wait for it).
+func proxyLogin(ctx context.Context, e Endpoints, topic string) error {
 	var tc *tls.Config
 	if len(e.RocketMQCA) > 0 {
 		var err error

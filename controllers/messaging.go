@@ -89,7 +89,7 @@ func (r *SeckillActivityReconciler) checkRocketMQLogin(ctx context.Context, act 
 	if at, ok := r.messagingDone.Load(key); ok && r.now().Sub(at.(time.Time)) < messagingRecheck {
 		return nil
 	}
-	if err := checkRocketMQLogin(ctx, e, messaging(act).CreateTopic); err != nil {
+	if err := proxyLogin(ctx, e, messaging(act).CreateTopic); err != nil {
 		return err
 	}
 	r.messagingDone.Store(key, r.now())

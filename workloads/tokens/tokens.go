@@ -4,7 +4,9 @@
 // lifetime, a small leeway for clocks. Several keys may be active at once so
 // that a key is rotated without logging anyone out; a key is used only with
 // its own algorithm, so an ES256 public key can never verify an HS256 token
-// (algorithm confusion) and "none" is never accepted.
+// (algorithm confusion) and "none" is never accepted. The tokens an issuer
+// makes are read by a fast path that gives golang-jwt's verdict without its
+// generic decoding (fast.go).
 package tokens
 
 import (
@@ -51,12 +53,19 @@ type Verifier struct {
 	MaxLifetime time.Duration
 	hmac        map[string][]byte
 	ec          map[string]*ecdsa.PublicKey
+	hmacPools   map[string]*hmacPool
+	headers     headerCache
 }
+
+const (
+	algHS256 = "HS256"
+	algES256 = "ES256"
+)
 
 // NewVerifier is a verifier with the defaults and no keys.
 func NewVerifier() *Verifier {
 	return &Verifier{Issuer: DefaultIssuer, Audience: DefaultAudience, Leeway: DefaultLeeway, MaxLifetime: DefaultMaxLifetime,
-		hmac: map[string][]byte{}, ec: map[string]*ecdsa.PublicKey{}}
+		hmac: map[string][]byte{}, ec: map[string]*ecdsa.PublicKey{}, hmacPools: map[string]*hmacPool{}}
 }
 
 // AddHMAC adds an HS256 key under kid.
@@ -68,6 +77,7 @@ func (v *Verifier) AddHMAC(kid string, key []byte) error {
 		return fmt.Errorf("token key %q: an HS256 key needs at least %d bytes, has %d", kid, MinHMACKeyBytes, len(key))
 	}
 	v.hmac[kid] = append([]byte(nil), key...)
+	v.hmacPools[kid] = newHMACPool(key)
 	return nil
 }
 
@@ -158,14 +168,25 @@ func ParseECPublicKey(b []byte) (*ecdsa.PublicKey, error) {
 	return key, nil
 }
 
-// Verify checks token at now and returns its subject as the user id.
+// Verify checks token at now and returns its subject as the user id. The
+// tokens an issuer makes take the fast path (fast.go); golang-jwt decides
+// every other.
 func (v *Verifier) Verify(token string, now time.Time) (int64, error) {
 	if len(token) > MaxTokenBytes || v.Keys() == 0 {
 		return 0, ErrUnauthenticated
 	}
+	if user, err := v.fast(token, now); !errors.Is(err, errUnsure) {
+		return user, err
+	}
+	return v.library(token, now)
+}
+
+// library verifies token with golang-jwt, and remembers the header of a
+// token that verified for the fast path.
+func (v *Verifier) library(token string, now time.Time) (int64, error) {
 	var claims jwt.RegisteredClaims
-	_, err := jwt.ParseWithClaims(token, &claims, v.key,
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg(), jwt.SigningMethodES256.Alg()}),
+	t, err := jwt.ParseWithClaims(token, &claims, v.key,
+		jwt.WithValidMethods([]string{algHS256, algES256}),
 		jwt.WithIssuer(v.Issuer), jwt.WithAudience(v.Audience), jwt.WithLeeway(v.Leeway),
 		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithTimeFunc(func() time.Time { return now }),
 		jwt.WithStrictDecoding())
@@ -175,10 +196,12 @@ func (v *Verifier) Verify(token string, now time.Time) (int64, error) {
 	if claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > v.MaxLifetime {
 		return 0, fmt.Errorf("%w: no iat, or a lifetime over %s", ErrUnauthenticated, v.MaxLifetime)
 	}
-	user, err := strconv.ParseInt(claims.Subject, 10, 64)
-	if err != nil || user <= 0 || strconv.FormatInt(user, 10) != claims.Subject {
-		return 0, fmt.Errorf("%w: sub must be a positive integer", ErrUnauthenticated)
+	user, err := subject(claims.Subject)
+	if err != nil {
+		return 0, err
 	}
+	kid, _ := t.Header["kid"].(string)
+	v.headers.put(token[:strings.IndexByte(token, '.')], header{alg: t.Method.Alg(), kid: kid})
 	return user, nil
 }
 
@@ -186,11 +209,11 @@ func (v *Verifier) Verify(token string, now time.Time) (int64, error) {
 func (v *Verifier) key(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	switch t.Method.Alg() {
-	case jwt.SigningMethodHS256.Alg():
+	case algHS256:
 		if k, ok := v.hmac[kid]; ok {
 			return k, nil
 		}
-	case jwt.SigningMethodES256.Alg():
+	case algES256:
 		if k, ok := v.ec[kid]; ok {
 			return k, nil
 		}

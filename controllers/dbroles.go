@@ -105,14 +105,14 @@ func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seck
 	// role does not have yet.
 	for _, role := range pgroles.Roles() {
 		name, pw := pgroles.Name(roleIdentity(act), role), string(data[role+"-password"])
-		done := rolesKey(adminDSN, name, pw)
-		if _, ok := r.rolesDone.Load(done); ok {
+		inputs := rolesKey(adminDSN, name, pw)
+		if r.done.fresh(act.UID, "role/"+name, inputs, r.now(), 0) {
 			continue
 		}
 		if err := pgroles.Ensure(ctx, store.Pool, name, role, pw); err != nil {
 			return "", &connError{ReasonPostgresRoles, err}
 		}
-		r.rolesDone.Store(done, true)
+		r.done.done(act.UID, "role/"+name, inputs, r.now())
 	}
 	// Written with plain create/update, read uncached above: the operator
 	// may get Secrets, never list or watch them.

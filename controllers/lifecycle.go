@@ -120,5 +120,6 @@ func (r *SeckillActivityReconciler) finalize(ctx context.Context, act *seckillv1
 	if err := r.Update(ctx, act); err != nil {
 		return ctrl.Result{}, fmt.Errorf("removing the finalizer: %w", err)
 	}
+	r.forget(act)
 	return ctrl.Result{}, nil
 }

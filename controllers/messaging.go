@@ -25,6 +25,12 @@ const ReasonRocketMQAuth = "RocketMQAuthFailed"
 // activity's topics and groups exist (a broker whose store was lost).
 const messagingRecheck = 10 * time.Minute
 
+// The steps of doneCache this file records.
+const (
+	stepMessaging = "messaging"
+	stepLogin     = "rocketmq-login"
+)
+
 // messagingID names an activity's topics and groups: a digest of the
 // activity object's UID (a re-created activity gets new ones).
 func messagingID(act *seckillv1alpha1.SeckillActivity) string {
@@ -57,8 +63,7 @@ func (r *SeckillActivityReconciler) ensureMessaging(ctx context.Context, act *se
 	if e.RocketMQNameServer == "" {
 		return nil
 	}
-	key := string(act.UID) + "|" + e.RocketMQNameServer
-	if at, ok := r.messagingDone.Load(key); ok && r.now().Sub(at.(time.Time)) < messagingRecheck {
+	if r.done.fresh(act.UID, stepMessaging, e.RocketMQNameServer, r.now(), messagingRecheck) {
 		return nil
 	}
 	c := adminClient(e)
@@ -73,7 +78,7 @@ func (r *SeckillActivityReconciler) ensureMessaging(ctx context.Context, act *se
 			return adminError(fmt.Errorf("the activity's consumer group %s: %w", g.Name, err))
 		}
 	}
-	r.messagingDone.Store(key, r.now())
+	r.done.done(act.UID, stepMessaging, e.RocketMQNameServer, r.now())
 	return nil
 }
 
@@ -85,14 +90,14 @@ func (r *SeckillActivityReconciler) checkRocketMQLogin(ctx context.Context, act 
 		return nil
 	}
 	sum := sha256.Sum256([]byte(e.RocketMQEndpoint + "\x00" + e.RocketMQAccessKey + "\x00" + e.RocketMQSecretKey))
-	key := string(act.UID) + "|login|" + hex.EncodeToString(sum[:])
-	if at, ok := r.messagingDone.Load(key); ok && r.now().Sub(at.(time.Time)) < messagingRecheck {
+	inputs := hex.EncodeToString(sum[:])
+	if r.done.fresh(act.UID, stepLogin, inputs, r.now(), messagingRecheck) {
 		return nil
 	}
 	if err := proxyLogin(ctx, e, messaging(act).CreateTopic); err != nil {
 		return err
 	}
-	r.messagingDone.Store(key, r.now())
+	r.done.done(act.UID, stepLogin, inputs, r.now())
 	return nil
 }
 
@@ -127,6 +132,6 @@ func (r *SeckillActivityReconciler) deleteMessaging(ctx context.Context, act *se
 	for _, g := range messagingGroups(m) {
 		errs = append(errs, c.DeleteGroup(ctx, g.Name))
 	}
-	r.messagingDone.Delete(string(act.UID) + "|" + e.RocketMQNameServer)
+	r.done.drop(act.UID, stepMessaging)
 	return errors.Join(errs...)
 }

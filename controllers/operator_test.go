@@ -598,9 +598,11 @@ func TestDeletionArchivesAndKeepsOrders(t *testing.T) {
 	require.Contains(t, s.get().Finalizers, Finalizer)
 	uid := s.get().UID
 	s.roleConn(s.get(), pgroles.Consumer) // the roles exist while the activity does
+	require.True(t, testReconciler.done.known(uid), "the roles ensured are remembered")
 	s.reserve(2, time.Now())
 	require.NoError(t, k8sClient.Delete(testCtx, s.get()))
 	s.gone()
+	require.False(t, testReconciler.done.known(uid), "the operator forgets a deleted activity")
 	for _, sl := range redisstore.Slots(s.activity, 90001, 4) {
 		w, err := s.rdb.Get(testCtx, sl.Window()).Result()
 		require.NoError(t, err)

@@ -70,11 +70,20 @@ type SeckillActivityReconciler struct {
 	mu       sync.Mutex
 	samples  map[types.NamespacedName]dbSample
 	runsSeen map[types.NamespacedName]runCursor
-	// rolesDone: the workloads' PostgreSQL roles this process has ensured.
-	rolesDone sync.Map
-	// messagingDone: when this process last ensured an activity's own
-	// topics and groups (messaging.go).
-	messagingDone sync.Map
+	// done: the idempotent steps this process has done per activity (the
+	// workloads' PostgreSQL roles, the activity's own topics and groups,
+	// the RocketMQ login check); forgotten with the activity.
+	done doneCache
+}
+
+// forget drops what this process keeps about a deleted activity.
+func (r *SeckillActivityReconciler) forget(act *seckillv1alpha1.SeckillActivity) {
+	r.done.forget(act.UID)
+	key := types.NamespacedName{Namespace: act.Namespace, Name: act.Name}
+	r.mu.Lock()
+	delete(r.samples, key)
+	delete(r.runsSeen, key)
+	r.mu.Unlock()
 }
 
 type dbSample struct {

@@ -29,6 +29,8 @@ import (
 var (
 	k8sClient client.Client
 	testCtx   context.Context
+	// testReconciler is the operator under test, for what it keeps in memory.
+	testReconciler *SeckillActivityReconciler
 )
 
 func TestMain(m *testing.M) {
@@ -72,10 +74,11 @@ func runSuite(m *testing.M) int {
 	}
 	stores := &StoreCache{}
 	defer stores.Close()
-	if err := (&SeckillActivityReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
+	testReconciler = &SeckillActivityReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
 		Recorder: mgr.GetEventRecorder("seckill-operator"), Stores: stores,
 		WorkloadImage: "seckill/workloads:dev", AllowedImages: []string{"seckill/workloads:"},
-		ConnRetry: time.Second, ActivePoll: time.Second}).SetupWithManager(mgr); err != nil {
+		ConnRetry: time.Second, ActivePoll: time.Second}
+	if err := testReconciler.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	var cancel context.CancelFunc

@@ -172,11 +172,14 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	// Open loop at -rate; at -rate 0 a closed loop of -concurrency clients,
 	// each sending its next request when the last is answered: the gateway's
 	// saturation throughput.
-	var pacer vegeta.Pacer = vegeta.Rate{Freq: c.rate, Per: time.Second}
+	// Each target is sent once: the pacer stops at -requests (vegeta's
+	// static targeter would start over at the first, a replay counted as a
+	// second QUEUED).
+	pacer := firstN{p: vegeta.Rate{Freq: c.rate, Per: time.Second}, n: uint64(c.requests)}
 	workers, maxWorkers := uint64(64), uint64(4096)
 	dur := time.Duration(float64(c.requests) / float64(max(1, c.rate)) * float64(time.Second))
 	if c.rate == 0 {
-		pacer, dur = countPacer(c.requests), 0
+		pacer.p, dur = nil, 0
 		workers, maxWorkers = uint64(c.concurrency), uint64(c.concurrency)
 	}
 	attacker := vegeta.NewAttacker(vegeta.Timeout(30*time.Second), vegeta.KeepAlive(true),
@@ -323,6 +326,9 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	}
 	r.settled = time.Duration((last - float64(start.UnixNano())/1e9) * float64(time.Second))
 	r.checks = invariants(ctx, pool, rs, activity, c, queued.Load(), int64(r.codes[gateway.CodeQueued]+r.codes[gateway.CodeSoldOut]))
+	// The load itself: each buyer's request sent once (a second would be a
+	// replay, counted as a second QUEUED).
+	r.checks = append(r.checks, check{"each buyer's request sent once", r.offered == c.requests, fmt.Sprintf("%d sent of %d", r.offered, c.requests)})
 	for _, ch := range r.checks {
 		if !ch.ok {
 			r.failed = append(r.failed, ch.name+": "+ch.got)
@@ -406,14 +412,29 @@ func profileGateway(ctx context.Context, wait, length time.Duration, path string
 	return err
 }
 
-// countPacer sends n requests as fast as the workers take them.
-type countPacer int
-
-func (p countPacer) Pace(_ time.Duration, hits uint64) (time.Duration, bool) {
-	return 0, hits >= uint64(p)
+// firstN paces as p does (nil: as fast as the workers take them) and stops
+// after n requests.
+type firstN struct {
+	p vegeta.Pacer
+	n uint64
 }
 
-func (p countPacer) Rate(time.Duration) float64 { return 0 }
+func (f firstN) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
+	if hits >= f.n {
+		return 0, true
+	}
+	if f.p == nil {
+		return 0, false
+	}
+	return f.p.Pace(elapsed, hits)
+}
+
+func (f firstN) Rate(elapsed time.Duration) float64 {
+	if f.p == nil {
+		return 0
+	}
+	return f.p.Rate(elapsed)
+}
 
 type cpuSample struct{ gateway, redis time.Duration }
 

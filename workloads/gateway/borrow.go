@@ -88,12 +88,12 @@ func (b *borrower) held(sku int64, now time.Time) bool {
 // transit (an error counts as "not known to be gone": no hold). Units
 // found end any hold of the SKU.
 func (b *borrower) allGone(ctx context.Context, dst redisstore.Slot, buckets int) bool {
+	cs, err := b.redis.ReadCountersOf(ctx, redisstore.Slots(dst.ActivityID, dst.SKUID, buckets))
+	if err != nil {
+		return false
+	}
 	var total redisstore.Counters
-	for _, sl := range redisstore.Slots(dst.ActivityID, dst.SKUID, buckets) {
-		c, err := b.redis.ReadCounters(ctx, sl)
-		if err != nil {
-			return false
-		}
+	for _, c := range cs {
 		total = total.Add(c)
 	}
 	if total.Available == 0 && total.InTransit() == 0 {

@@ -27,16 +27,22 @@ func buckets(t *testing.T, s *redisstore.Store, n int, stock int64) []redisstore
 	return slots
 }
 
-// skuCounters sums a SKU's buckets and checks every bucket conserves stock.
+// skuCounters sums a SKU's buckets and checks every bucket conserves stock;
+// the buckets read in one pipeline read as they do one by one.
 func skuCounters(t *testing.T, s *redisstore.Store, slots []redisstore.Slot) redisstore.Counters {
 	t.Helper()
 	var total redisstore.Counters
+	var each []redisstore.Counters
 	for _, sl := range slots {
 		c, err := s.ReadCounters(context.Background(), sl)
 		require.NoError(t, err)
 		require.Zero(t, c.Delta(), "bucket %s conserves stock: %+v", sl.Tag(), c)
 		total = total.Add(c)
+		each = append(each, c)
 	}
+	all, err := s.ReadCountersOf(context.Background(), slots)
+	require.NoError(t, err)
+	require.Equal(t, each, all)
 	return total
 }
 

@@ -348,21 +348,52 @@ func (c Counters) Add(o Counters) Counters {
 
 // ReadCounters reads a slot's counters and stock in one round trip (same slot).
 func (s *Store) ReadCounters(ctx context.Context, sl Slot) (Counters, error) {
-	pipe := s.c.TxPipeline()
-	h := pipe.HGetAll(ctx, sl.Counter())
-	st := pipe.Get(ctx, sl.Stock())
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Counters{}, fmt.Errorf("reading counters of %s: %w", sl.Tag(), err)
+	cs, err := s.ReadCountersOf(ctx, []Slot{sl})
+	if err != nil {
+		return Counters{}, err
 	}
-	m := h.Val()
-	c := Counters{Exists: len(m) > 0}
-	c.Initial, _ = strconv.ParseInt(m["initial"], 10, 64)
-	c.OpenReserved, _ = strconv.ParseInt(m["open_reserved"], 10, 64)
-	c.Committed, _ = strconv.ParseInt(m["committed"], 10, 64)
-	c.MovedIn, _ = strconv.ParseInt(m["moved_in"], 10, 64)
-	c.MovedOut, _ = strconv.ParseInt(m["moved_out"], 10, 64)
-	c.Available, _ = strconv.ParseInt(st.Val(), 10, 64)
-	return c, nil
+	return cs[0], nil
+}
+
+// ReadCountersOf reads the counters and stock of each slot, each slot's two
+// reads in one transaction (a consistent view of that slot). On one Redis
+// server every slot is read in one transaction, one round trip; a cluster
+// refuses a transaction over several slots, so there each slot is its own.
+func (s *Store) ReadCountersOf(ctx context.Context, slots []Slot) ([]Counters, error) {
+	if _, cluster := s.c.(*redis.ClusterClient); cluster && len(slots) > 1 {
+		out := make([]Counters, len(slots))
+		for i, sl := range slots {
+			cs, err := s.ReadCountersOf(ctx, []Slot{sl})
+			if err != nil {
+				return nil, err
+			}
+			out[i] = cs[0]
+		}
+		return out, nil
+	}
+	pipe := s.c.TxPipeline()
+	hs := make([]*redis.MapStringStringCmd, len(slots))
+	sts := make([]*redis.StringCmd, len(slots))
+	for i, sl := range slots {
+		hs[i] = pipe.HGetAll(ctx, sl.Counter())
+		sts[i] = pipe.Get(ctx, sl.Stock())
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("reading counters of %d slots from %s: %w", len(slots), slots[0].Tag(), err)
+	}
+	out := make([]Counters, len(slots))
+	for i := range slots {
+		m := hs[i].Val()
+		c := Counters{Exists: len(m) > 0}
+		c.Initial, _ = strconv.ParseInt(m["initial"], 10, 64)
+		c.OpenReserved, _ = strconv.ParseInt(m["open_reserved"], 10, 64)
+		c.Committed, _ = strconv.ParseInt(m["committed"], 10, 64)
+		c.MovedIn, _ = strconv.ParseInt(m["moved_in"], 10, 64)
+		c.MovedOut, _ = strconv.ParseInt(m["moved_out"], 10, 64)
+		c.Available, _ = strconv.ParseInt(sts[i].Val(), 10, 64)
+		out[i] = c
+	}
+	return out, nil
 }
 
 // Reservation reads a reservation hash (nil when it does not exist).

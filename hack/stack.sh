@@ -201,8 +201,12 @@ pg_down() {
 # Every Redis of the stack speaks TLS only (no plain port): clients verify the
 # stack's CA; replication, the cluster bus and Sentinel's links use TLS too.
 # Clients are not asked for certificates: they log in with the ACL user.
+# REDIS_TLS is the one list of these settings: every server and Sentinel
+# take it, and redis_tls_args writes it for the tests' own servers
+# (testenv reads $TLS_DIR/redis-server-tls.args).
 REDIS_TLS=(--tls-cert-file "$TLS_DIR/redis.crt" --tls-key-file "$TLS_DIR/redis.key" --tls-ca-cert-file "$TLS_DIR/ca.crt"
   --tls-auth-clients no --tls-replication yes --tls-cluster yes)
+redis_tls_args() { printf '%s\n' "${REDIS_TLS[@]}" > "$TLS_DIR/redis-server-tls.args"; }
 rcli() { redis-cli --tls --cacert "$TLS_DIR/ca.crt" "$@"; }
 redis_start() { # <name> <port> [extra args...]
   local name="$1" port="$2"; shift 2
@@ -222,6 +226,7 @@ redis_start() { # <name> <port> [extra args...]
   log "Redis $name started on $port"
 }
 redis_up() {
+  redis_tls_args
   redis_start primary "$REDIS_PORT"
   redis_start replica "$REPLICA_PORT" --replicaof 127.0.0.1 "$REDIS_PORT"
   local p nodes=""
@@ -280,11 +285,6 @@ sentinel_up() {
   cat > "$dir/sentinel.conf" <<CONF
 port 0
 tls-port $SENTINEL_PORT
-tls-cert-file $TLS_DIR/redis.crt
-tls-key-file $TLS_DIR/redis.key
-tls-ca-cert-file $TLS_DIR/ca.crt
-tls-auth-clients no
-tls-replication yes
 bind 127.0.0.1
 protected-mode no
 daemonize yes
@@ -297,7 +297,7 @@ sentinel monitor $SENTINEL_MASTER 127.0.0.1 $REDIS_PORT 1
 sentinel auth-pass $SENTINEL_MASTER $REDIS_ADMIN_PASSWORD
 sentinel down-after-milliseconds $SENTINEL_MASTER 5000
 CONF
-  redis-server "$dir/sentinel.conf" --sentinel
+  redis-server "$dir/sentinel.conf" --sentinel "${REDIS_TLS[@]}"
   wait_port "$SENTINEL_PORT" "Redis Sentinel" 20
   local i=0
   until rcli -p "$SENTINEL_PORT" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | grep "$REDIS_PORT" >/dev/null; do

@@ -233,7 +233,9 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	var answer struct {
 		Code string `json:"code"`
 	}
-	for res := range attacker.Attack(vegeta.NewStaticTargeter(targets...), pacer, dur, "sale") {
+	// No duration: the pacer ends the attack at the last request (a
+	// duration could end it a request short).
+	for res := range attacker.Attack(vegeta.NewStaticTargeter(targets...), pacer, 0, "sale") {
 		r.offered++
 		s := r.at(int(res.Timestamp.Sub(start) / time.Second))
 		s.offered++

@@ -73,12 +73,20 @@ func (f *Failover) sentinelClient() *redis.SentinelClient {
 }
 
 // stackRedisTLS is the server side of TLS with the stack's Redis
-// certificate (beside its CA), as the stack's own servers run.
-func stackRedisTLS(t testing.TB) (dir string, args []string) {
+// certificate (beside its CA), as the stack's own servers run: the
+// arguments hack/stack.sh gives them, which it writes beside the CA.
+func stackRedisTLS(t testing.TB) []string {
 	t.Helper()
-	dir = filepath.Dir(Get(t, names.EnvRedisCAFile))
-	return dir, []string{"--tls-cert-file", filepath.Join(dir, "redis.crt"), "--tls-key-file", filepath.Join(dir, "redis.key"),
-		"--tls-ca-cert-file", filepath.Join(dir, "ca.crt"), "--tls-auth-clients", "no", "--tls-replication", "yes"}
+	dir := filepath.Dir(Get(t, names.EnvRedisCAFile))
+	b, err := os.ReadFile(filepath.Join(dir, "redis-server-tls.args")) //nolint:gosec // the stack's own file
+	if err != nil {
+		t.Fatalf("the stack's Redis TLS settings (hack/stack.sh up writes them): %v", err)
+	}
+	args := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(args) == 0 || len(args)%2 != 0 {
+		t.Fatalf("the stack's Redis TLS settings: want flag/value pairs, got %q", args)
+	}
+	return args
 }
 
 func until(t testing.TB, what string, timeout time.Duration, ok func() bool) {
@@ -98,7 +106,7 @@ func RedisFailover(t testing.TB) *Failover {
 	t.Helper()
 	dir := t.TempDir()
 	f := &Failover{Master: "failover-" + strconv.Itoa(os.Getpid()), primary: freePort(t), replica: freePort(t), sentinel: freePort(t), tls: RedisTLS(t)}
-	tlsDir, tlsArgs := stackRedisTLS(t)
+	tlsArgs := stackRedisTLS(t)
 	common := append([]string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--port", "0"}, tlsArgs...)
 	f.primaryCmd = startRedis(t, filepath.Join(dir, "primary"), append([]string{"--tls-port", strconv.Itoa(f.primary)}, common...)...)
 	f.replicaCmd = startRedis(t, filepath.Join(dir, "replica"), append([]string{"--tls-port", strconv.Itoa(f.replica),
@@ -113,14 +121,12 @@ func RedisFailover(t testing.TB) *Failover {
 	conf := filepath.Join(dir, "sentinel", "sentinel.conf")
 	_ = os.MkdirAll(filepath.Dir(conf), 0o755)
 	body := fmt.Sprintf("port 0\ntls-port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 1\n"+
-		"sentinel down-after-milliseconds %[3]s 1000\nsentinel failover-timeout %[3]s 10000\n"+
-		"tls-cert-file %[5]s/redis.crt\ntls-key-file %[5]s/redis.key\ntls-ca-cert-file %[5]s/ca.crt\n"+
-		"tls-auth-clients no\ntls-replication yes\n",
-		f.sentinel, filepath.Dir(conf), f.Master, f.primary, tlsDir)
+		"sentinel down-after-milliseconds %[3]s 1000\nsentinel failover-timeout %[3]s 10000\n",
+		f.sentinel, filepath.Dir(conf), f.Master, f.primary)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.sentCmd = startRedis(t, filepath.Dir(conf), conf, "--sentinel")
+	f.sentCmd = startRedis(t, filepath.Dir(conf), append([]string{conf, "--sentinel"}, tlsArgs...)...)
 	s := f.sentinelClient()
 	defer s.Close()
 	until(t, "Sentinel to see the replica", 30*time.Second, func() bool {

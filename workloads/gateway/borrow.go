@@ -13,8 +13,9 @@ import (
 )
 
 // borrower moves stock into a user's empty bucket from a sibling bucket of
-// the same SKU (redisstore.MoveStock), so that no unit stays unsold behind
-// an empty bucket while buyers are refused. A SKU found empty in every
+// the same SKU (redisstore.MoveStockAndReserve: the move sells the mover
+// its unit), so that no unit stays unsold behind an empty bucket while
+// buyers are refused. A SKU found empty in every
 // bucket is remembered for hold, so that a sold-out sale costs one script
 // per request, not one per bucket.
 type borrower struct {
@@ -33,15 +34,18 @@ type borrower struct {
 	recheck map[int64]time.Time
 }
 
-// borrow moves units from the first sibling of dst that has any and returns
-// how many moved: 0 when every sibling is empty, -1 when the SKU was held
-// as sold out less than hold ago (nothing asked).
-func (b *borrower) borrow(ctx context.Context, dst redisstore.Slot, buckets int, now time.Time) (int64, error) {
+// borrow moves units from the first sibling of r's bucket that has any and
+// reserves r with them in the same transaction (MoveStockAndReserve): it
+// returns how many moved and the reservation's result. moved is 0 when
+// every sibling is empty, -1 when the SKU was held as sold out less than
+// hold ago (nothing asked); in both cases nothing was reserved.
+func (b *borrower) borrow(ctx context.Context, r redisstore.ReserveRequest, buckets int, now time.Time) (int64, redisstore.ReserveResult, error) {
+	dst := r.Slot
 	if buckets <= 1 || dst.Bucket < 0 {
-		return 0, nil
+		return 0, redisstore.ReserveResult{}, nil
 	}
 	if b.held(dst.SKUID, now) {
-		return -1, nil
+		return -1, redisstore.ReserveResult{}, nil
 	}
 	start := int(b.next.Add(1) % uint64(buckets))
 	for i := 0; i < buckets; i++ {
@@ -49,20 +53,19 @@ func (b *borrower) borrow(ctx context.Context, dst redisstore.Slot, buckets int,
 		if src == dst.Bucket {
 			continue
 		}
-		n, err := b.redis.MoveStock(ctx, redisstore.BucketSlot(dst.ActivityID, dst.SKUID, src), dst, b.max, now)
-		if err != nil {
-			return 0, err
-		}
+		n, res, err := b.redis.MoveStockAndReserve(ctx, redisstore.BucketSlot(dst.ActivityID, dst.SKUID, src), b.max, now, r)
 		if n > 0 {
 			b.mu.Lock()
 			delete(b.soldOut, dst.SKUID) // not sold out: units moved
 			delete(b.recheck, dst.SKUID)
 			b.mu.Unlock()
 			b.moved.WithLabelValues(strconv.FormatInt(dst.SKUID, 10)).Add(float64(n))
-			return n, nil
+		}
+		if err != nil || n > 0 {
+			return n, res, err
 		}
 	}
-	return 0, nil
+	return 0, redisstore.ReserveResult{}, nil
 }
 
 // held reports whether sku is held as sold out at now: seen empty in every

@@ -498,34 +498,38 @@ func (s *Server) doReserve(r *http.Request) answer {
 	res, err := s.reserver.Reserve(r.Context(), rr)
 	rr.UserLimit = 0 // the tries below are this request's, counted once
 	// The user's bucket is empty: stock moves to it from a sibling that has
-	// some and the reservation is tried again, so SOLD_OUT means the SKU is
-	// sold out, not this bucket. Each retry follows a move of at least one
-	// unit; others may take the units first, so the tries are bounded. When
-	// every sibling is empty the own bucket is asked once more (a concurrent
-	// move may have filled it) before the SKU is held as sold out.
+	// some, and the reservation runs in the same transaction as the units'
+	// arrival, so SOLD_OUT means the SKU is sold out, not this bucket, and
+	// every move sells the mover a unit. When every sibling is empty the
+	// own bucket is asked once more (a concurrent move may have filled it)
+	// before the SKU is held as sold out. The tries are bounded: a move may
+	// find its source emptied by another mover first.
 	settled := buckets <= 1 // SOLD_OUT is known to mean the SKU: held, or every bucket seen empty
 	for try := 0; err == nil && res.Code == redisstore.ReserveSoldOut && buckets > 1 && try < buckets; try++ {
-		moved, merr := s.stock.borrow(r.Context(), slot, buckets, now)
+		moved, mres, merr := s.stock.borrow(r.Context(), rr, buckets, now)
 		if merr != nil {
 			s.log.Warn("moving stock between buckets", "sku", sku, "bucket", slot.Bucket, "error", merr)
+			err = merr // the reservation may have run with the moved units: unknown
 			break
 		}
 		if moved < 0 {
 			settled = true // held as sold out
 			break
 		}
-		res, err = s.reserver.Reserve(r.Context(), rr)
-		if moved == 0 {
-			// Held as sold out only when no unit is left anywhere: units in
-			// transit between two buckets (another gateway's move half done)
-			// land in a moment, and holding then would refuse the last
-			// buyers while those units stay unsold.
-			if err == nil && res.Code == redisstore.ReserveSoldOut && s.stock.allGone(r.Context(), slot, buckets) {
-				s.stock.soldOutAt(sku, now)
-				settled = true
-			}
-			break
+		if moved > 0 {
+			res = mres
+			continue
 		}
+		res, err = s.reserver.Reserve(r.Context(), rr)
+		// Held as sold out only when no unit is left anywhere: units in
+		// transit between two buckets (another gateway's move half done)
+		// land in a moment, and holding then would refuse the last buyers
+		// while those units stay unsold.
+		if err == nil && res.Code == redisstore.ReserveSoldOut && s.stock.allGone(r.Context(), slot, buckets) {
+			s.stock.soldOutAt(sku, now)
+			settled = true
+		}
+		break
 	}
 	if err == nil && res.Code == redisstore.ReserveSoldOut && !settled && !s.stock.allGone(r.Context(), slot, buckets) {
 		// The tries ran out while other buyers took each unit moved here,

@@ -155,3 +155,46 @@ func (s *Store) Settle(ctx context.Context, slots []Slot, minAge time.Duration, 
 	}
 	return n, nil
 }
+
+// MoveStockAndReserve moves up to max units from src to r's bucket, as
+// MoveStock does, and runs r's reservation in the same transaction as the
+// units' arrival: nobody can take the mover's unit, or move it on, between
+// the two. Every move then sells a unit, so buyers contending for a SKU's
+// last units make progress instead of passing them from bucket to bucket.
+// moved is 0 (and nothing reserved) when src is empty. An error after the
+// units left src leaves the outcome unknown: the move is settled later
+// (Settle, once by id) and the reservation, if it ran, is replayed by its
+// request id.
+func (s *Store) MoveStockAndReserve(ctx context.Context, src Slot, max int, now time.Time, r ReserveRequest) (int64, ReserveResult, error) {
+	dst := r.Slot
+	if src.ActivityID != dst.ActivityID || src.SKUID != dst.SKUID || src.Bucket < 0 || dst.Bucket < 0 || src.Bucket == dst.Bucket {
+		return 0, ReserveResult{}, fmt.Errorf("moving stock from %s to %s: not two buckets of one SKU", src.Tag(), dst.Tag())
+	}
+	id := uuid.New()
+	amount, res, err := s.MoveOut(ctx, src, id, dst.Bucket, max, now)
+	if err != nil || res.Code != MoveOutDone {
+		return 0, ReserveResult{}, err
+	}
+	keys, args := reserveArgs(r)
+	pipe := s.c.TxPipeline() // one slot: dst's keys share its hash tag
+	in := scriptMoveIn.Eval(ctx, pipe, []string{dst.Stock(), dst.Counter(), dst.MovesIn()}, id.String(), amount)
+	rv := scriptReserve.Eval(ctx, pipe, keys, args...)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, ReserveResult{}, fmt.Errorf("%d units in transit from %s, reservation on %s unknown (settled later): %w", amount, src.Tag(), dst.Tag(), err)
+	}
+	ires, _, err := result(in.Result())
+	if err == nil && !ires.OK() {
+		err = errors.New(ires.Reason)
+	}
+	if err != nil {
+		return 0, ReserveResult{}, fmt.Errorf("move_in of %s on %s: %w", id, dst.Tag(), err)
+	}
+	out, err := reserveResult(rv.Result())
+	if err != nil {
+		return amount, ReserveResult{}, err
+	}
+	// The pending entry goes last; left behind, Settle deletes it (its
+	// move_in is already applied, by id).
+	_ = s.c.HDel(ctx, src.MovesOut(), id.String()).Err()
+	return amount, out, nil
+}

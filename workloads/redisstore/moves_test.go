@@ -170,3 +170,44 @@ func TestMoveStock(t *testing.T) {
 		})
 	})
 }
+
+// A move that reserves sells the mover a unit in the same transaction as
+// the units' arrival; an empty source moves and reserves nothing.
+func TestMoveStockAndReserve(t *testing.T) {
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		s := redisstore.New(c)
+		require.NoError(t, redisstore.LoadScripts(ctx, c))
+		now := time.UnixMilli(1782360000000)
+		sl := buckets(t, s, 3, 0)
+		_, _, err := s.Provision(ctx, sl[1], 5, 2) // a sibling with units, the buyer's bucket empty
+		require.NoError(t, err)
+		req := func(user int64) redisstore.ReserveRequest {
+			return redisstore.ReserveRequest{Slot: sl[0], ReservationID: uuid.New(), MessageID: uuid.New(), RequestID: uuid.New(), UserID: user,
+				Now: now, BusinessDeadline: now.Add(5 * time.Minute), SendDue: now.Add(5 * time.Second),
+				RequestTTL: 10 * time.Minute, SchemaVersion: 1, KeyVersion: 1}
+		}
+		r := req(7)
+		n, res, err := s.MoveStockAndReserve(ctx, sl[2], 64, now, r)
+		require.NoError(t, err)
+		require.Zero(t, n, "an empty source")
+		require.Zero(t, res.Code, "nothing reserved")
+		n, res, err = s.MoveStockAndReserve(ctx, sl[1], 64, now, r)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), n) // ceil(5/2)
+		require.Equal(t, int64(redisstore.ReserveOK), res.Code)
+		c0, err := s.ReadCounters(ctx, sl[0])
+		require.NoError(t, err)
+		require.Equal(t, int64(2), c0.Available, "the mover's unit is reserved, the rest wait")
+		require.Equal(t, int64(1), c0.OpenReserved)
+		total := skuCounters(t, s, sl)
+		require.Zero(t, total.InTransit())
+		pending, err := s.PendingMoves(ctx, sl)
+		require.NoError(t, err)
+		require.Empty(t, pending)
+		again, err := s.Reserve(ctx, r)
+		require.NoError(t, err)
+		require.Equal(t, int64(redisstore.ReserveReplayed), again.Code, "the request id maps to the reservation the move made")
+		require.Equal(t, r.ReservationID.String(), again.ReservationID)
+	})
+}

@@ -3,7 +3,7 @@
 package redisstore
 
 import (
-	"fmt"
+	"encoding/hex"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -43,18 +43,54 @@ func Slots(activityID, skuID int64, n int) []Slot {
 
 // Tag is the hash tag: {a:s} or {a:s:b}.
 func (s Slot) Tag() string {
-	if s.Bucket < 0 {
-		return "{" + strconv.FormatInt(s.ActivityID, 10) + ":" + strconv.FormatInt(s.SKUID, 10) + "}"
-	}
-	return fmt.Sprintf("{%d:%d:%d}", s.ActivityID, s.SKUID, s.Bucket)
+	var buf [64]byte
+	return string(s.appendTag(buf[:0]))
 }
 
-func (s Slot) key(parts ...string) string {
-	k := "seckill:" + s.Tag()
-	for _, p := range parts {
-		k += ":" + p
+func (s Slot) appendTag(b []byte) []byte {
+	b = append(b, '{')
+	b = strconv.AppendInt(b, s.ActivityID, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, s.SKUID, 10)
+	if s.Bucket >= 0 {
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(s.Bucket), 10)
 	}
-	return k
+	return append(b, '}')
+}
+
+func (s Slot) key(part string) string { return s.keyOf(part, 0, false, nil) }
+
+// keyOf is a key named by the slot, a kind and an identifier (a number, a
+// UUID, or both), built in one buffer: the gateway builds several for every
+// reservation.
+func (s Slot) keyOf(kind string, n int64, withN bool, u *uuid.UUID) string {
+	var buf [160]byte
+	b := append(buf[:0], "seckill:"...)
+	b = append(s.appendTag(b), ':')
+	b = append(b, kind...)
+	if withN {
+		b = strconv.AppendInt(append(b, ':'), n, 10)
+	}
+	if u != nil {
+		b = appendUUID(append(b, ':'), *u)
+	}
+	return string(b)
+}
+
+// appendUUID appends u in its canonical form (uuid.UUID.String's).
+func appendUUID(b []byte, u uuid.UUID) []byte {
+	var d [36]byte
+	hex.Encode(d[0:8], u[0:4])
+	d[8] = '-'
+	hex.Encode(d[9:13], u[4:6])
+	d[13] = '-'
+	hex.Encode(d[14:18], u[6:8])
+	d[18] = '-'
+	hex.Encode(d[19:23], u[8:10])
+	d[23] = '-'
+	hex.Encode(d[24:], u[10:])
+	return append(b, d[:]...)
 }
 
 // Window is the activity window flag the reserve script checks first.
@@ -83,23 +119,23 @@ func (s Slot) SendDue() string { return s.key("send_due") }
 func (s Slot) Open() string { return s.key("open") }
 
 // Reservation is the reservation hash.
-func (s Slot) Reservation(id uuid.UUID) string { return s.key("reservation", id.String()) }
+func (s Slot) Reservation(id uuid.UUID) string { return s.keyOf("reservation", 0, false, &id) }
 
 // Request maps a user's request id to its reservation.
 func (s Slot) Request(userID int64, requestID uuid.UUID) string {
-	return s.key("request", strconv.FormatInt(userID, 10), requestID.String())
+	return s.keyOf("request", userID, true, &requestID)
 }
 
 // User is the one-reservation-per-user mark.
-func (s Slot) User(userID int64) string { return s.key("user", strconv.FormatInt(userID, 10)) }
+func (s Slot) User(userID int64) string { return s.keyOf("user", userID, true, nil) }
 
 // Rate counts the user's reservation requests in the current window (the
 // per-user limit every gateway replica shares).
-func (s Slot) Rate(userID int64) string { return s.key("rate", strconv.FormatInt(userID, 10)) }
+func (s Slot) Rate(userID int64) string { return s.keyOf("rate", userID, true, nil) }
 
 // Compensation is the compensation idempotency marker of a reservation.
 func (s Slot) Compensation(reservationID uuid.UUID) string {
-	return s.key("comp", reservationID.String())
+	return s.keyOf("comp", 0, false, &reservationID)
 }
 
 // BucketFor spreads users over n stock buckets. The user id is mixed

@@ -44,9 +44,13 @@ type config struct {
 	ceilings    bool
 	profile     bool
 	bin         string
-	timeout     time.Duration
-	evalshaN    int // redis-benchmark calls per ceiling
-	pgbenchN    int // pgbench transactions per ceiling
+	// ordersAfterLoad starts the order consumers when the load ends: the
+	// gateway measured beside Redis and the broker only, as on nodes of
+	// its own, not sharing the two cores with PostgreSQL and the consumers.
+	ordersAfterLoad bool
+	timeout         time.Duration
+	evalshaN        int // redis-benchmark calls per ceiling
+	pgbenchN        int // pgbench transactions per ceiling
 }
 
 func main() {
@@ -65,6 +69,7 @@ func main() {
 	flag.StringVar(&c.out, "out", filepath.Join(".stack", "bench-sale"), "directory for the table and the plot")
 	flag.BoolVar(&c.ceilings, "ceilings", true, "measure redis-benchmark's and pgbench's ceilings before each sale")
 	flag.StringVar(&c.bin, "bin", "", "a workloads binary to run (default: built from this checkout; another commit's, to compare)")
+	flag.BoolVar(&c.ordersAfterLoad, "orders-after-load", false, "start the order consumers when the load ends (the gateway's own throughput, without PostgreSQL and the consumers on the same cores); reservation → order then includes the wait")
 	flag.BoolVar(&c.profile, "profile", true, "take a CPU profile of the gateway during each sale (gateway-cpu-N.pprof, its top in gateway-cpu-N.txt)")
 	flag.IntVar(&c.evalshaN, "evalsha-n", 100000, "redis-benchmark calls for the reserve ceiling")
 	flag.IntVar(&c.pgbenchN, "pgbench-n", 5000, "pgbench transactions for the order ceiling")
@@ -94,6 +99,8 @@ func (c config) validate() error {
 		return errors.New("-fault: want broker-restart, pg-freeze or kill-consumer")
 	case c.fault != "" && (c.rate == 0 || c.faultFor < time.Second || c.faultFor > 5*time.Minute):
 		return errors.New("-fault needs an open loop (-rate > 0) and -fault-for within [1s, 5m]")
+	case c.ordersAfterLoad && c.fault == "kill-consumer":
+		return errors.New("-orders-after-load: no consumer runs during the load to kill")
 	case c.runs < 1 || c.evalshaN < 1 || c.pgbenchN < 1:
 		return errors.New("-runs, -evalsha-n and -pgbench-n must be positive")
 	}

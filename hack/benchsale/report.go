@@ -31,8 +31,12 @@ func renderTable(c config, rs []*saleResult) string {
 	if c.rate == 0 {
 		offered = fmt.Sprintf("sent by %d clients each sending when answered (the gateway's saturation)", c.concurrency)
 	}
-	fmt.Fprintf(&b, "\nbench-sale: one SKU of %d units in %d buckets; %d reservations, each by a new user, %s; %d order consumers\n",
-		c.stock, c.buckets, c.requests, offered, c.consumers)
+	when := ""
+	if c.ordersAfterLoad {
+		when = " started when the load ended"
+	}
+	fmt.Fprintf(&b, "\nbench-sale: one SKU of %d units in %d buckets; %d reservations, each by a new user, %s; %d order consumers%s\n",
+		c.stock, c.buckets, c.requests, offered, c.consumers, when)
 	fmt.Fprintf(&b, "%-46s", "")
 	for i := range rs {
 		fmt.Fprintf(&b, "%11s", fmt.Sprintf("run %d", i+1))

@@ -126,8 +126,12 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	var procs salekit.Processes
 	defer procs.Stop()
 	workloads := []string{"gateway", "relay", "projector", "compensator", "scanner"}
-	for range c.consumers {
-		workloads = append(workloads, "consumer")
+	consumers := make([]string, c.consumers)
+	for i := range consumers {
+		consumers[i] = "consumer"
+	}
+	if !c.ordersAfterLoad {
+		workloads = append(workloads, consumers...)
 	}
 	// The sale's own topics and groups (hack/rocketmq/resources.txt): the
 	// cancel timers of its orders fall due after the run, and on the
@@ -139,20 +143,26 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		"relay":     {"-events-topic", benchEvents, "-cancel-topic", benchCancel},
 		"projector": {"-events-topic", benchEvents, "-group", "seckill-bench-sale-projector"},
 	}
-	for _, w := range workloads {
-		args := append([]string{w}, topics[w]...)
-		env := roles.Env(w, common)
-		if w != "gateway" {
-			args = append(args, "-metrics-addr", "0")
-		} else {
-			env = append(env, strings.Fields(c.gatewayEnv)...)
-			if c.profile {
-				env = append(env, "SECKILL_PPROF_ADDR="+pprofAddr)
+	startAll := func(ws []string) error {
+		for _, w := range ws {
+			args := append([]string{w}, topics[w]...)
+			env := roles.Env(w, common)
+			if w != "gateway" {
+				args = append(args, "-metrics-addr", "0")
+			} else {
+				env = append(env, strings.Fields(c.gatewayEnv)...)
+				if c.profile {
+					env = append(env, "SECKILL_PPROF_ADDR="+pprofAddr)
+				}
+			}
+			if err := procs.Start(bin, env, logf, args...); err != nil {
+				return err
 			}
 		}
-		if err := procs.Start(bin, env, logf, args...); err != nil {
-			return nil, err
-		}
+		return nil
+	}
+	if err := startAll(workloads); err != nil {
+		return nil, err
 	}
 	if err := salekit.WaitHTTP("http://" + gatewayAddr + "/readyz"); err != nil {
 		return nil, err
@@ -270,6 +280,11 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	r.gatewayCPU, r.redisCPU = cpu1.gateway-cpu0.gateway, cpu1.redis-cpu0.redis
 	if err := <-profiled; err != nil {
 		return nil, err
+	}
+	if c.ordersAfterLoad { // the orders now, from the broker's backlog
+		if err := startAll(consumers); err != nil {
+			return nil, err
+		}
 	}
 
 	// Every queued reservation becomes an order (the SKU's stock is the

@@ -153,8 +153,8 @@ bench: stack-up ## Reserve Lua and the order transaction next to redis-benchmark
 	go test -run XXX -bench 'DeliveryLatency' -benchtime 400x ./workloads/mq
 
 .PHONY: bench-sale
-bench-sale: stack-up ## The sale of issue 14 at a fixed arrival rate (RATE, REQUESTS, STOCK, BUCKETS, CONSUMERS, RUNS; FAULT=broker-restart|pg-freeze|kill-consumer, FAULT_FOR): HDR latencies, backlog, table + PNG in .stack/bench-sale, ceilings in the same run.
-	go run ./hack/benchsale -rate $${RATE:-1000} -requests $${REQUESTS:-100000} -stock $${STOCK:-10000} -buckets $${BUCKETS:-4} -consumers $${CONSUMERS:-2} -runs $${RUNS:-3} -fault "$${FAULT:-}" -fault-for $${FAULT_FOR:-10s}
+bench-sale: stack-up ## The sale of issue 14 at a fixed arrival rate (RATE, REQUESTS, STOCK, BUCKETS, CONSUMERS, RUNS; FAULT=broker-restart|pg-freeze|kill-consumer, FAULT_FOR; RETRIES: a buyer told 503 sends the same request again): HDR latencies, backlog, table + PNG in .stack/bench-sale, ceilings in the same run.
+	go run ./hack/benchsale -rate $${RATE:-1000} -requests $${REQUESTS:-100000} -stock $${STOCK:-10000} -buckets $${BUCKETS:-4} -consumers $${CONSUMERS:-2} -runs $${RUNS:-3} -fault "$${FAULT:-}" -fault-for $${FAULT_FOR:-10s} -retries $${RETRIES:-0}
 
 .PHONY: race
 race: stack-up ## Payments racing the timeout cancel, thousands of times (SECKILL_RACE_ITERATIONS, default 5000).

@@ -49,8 +49,12 @@ type config struct {
 	// its own, not sharing the two cores with PostgreSQL and the consumers.
 	ordersAfterLoad bool
 	timeout         time.Duration
-	evalshaN        int // redis-benchmark calls per ceiling
-	pgbenchN        int // pgbench transactions per ceiling
+	// retries is how many times a buyer told 503 sends the same request
+	// (same request id and token) again, after a backoff of 0.5 s doubling
+	// to 5 s: what the API asks of a client (0: each buyer sends once).
+	retries  int
+	evalshaN int // redis-benchmark calls per ceiling
+	pgbenchN int // pgbench transactions per ceiling
 }
 
 func main() {
@@ -73,6 +77,7 @@ func main() {
 	flag.BoolVar(&c.profile, "profile", true, "take a CPU profile of the gateway during each sale (gateway-cpu-N.pprof, its top in gateway-cpu-N.txt)")
 	flag.IntVar(&c.evalshaN, "evalsha-n", 100000, "redis-benchmark calls for the reserve ceiling")
 	flag.IntVar(&c.pgbenchN, "pgbench-n", 5000, "pgbench transactions for the order ceiling")
+	flag.IntVar(&c.retries, "retries", 0, "times a buyer told 503 sends the same request again (same request id), after 0.5 s doubling to 5 s; 0: each buyer sends once")
 	flag.DurationVar(&c.timeout, "settle-timeout", 3*time.Minute, "how long the orders may take after the load ends")
 	flag.Parse()
 	if err := c.validate(); err != nil {
@@ -101,6 +106,8 @@ func (c config) validate() error {
 		return errors.New("-fault needs an open loop (-rate > 0) and -fault-for within [1s, 5m]")
 	case c.ordersAfterLoad && c.fault == "kill-consumer":
 		return errors.New("-orders-after-load: no consumer runs during the load to kill")
+	case c.retries < 0 || c.retries > 1000 || (c.retries > 0 && c.rate == 0):
+		return errors.New("-retries must be 0 … 1000, and needs an open loop (-rate > 0)")
 	case c.runs < 1 || c.evalshaN < 1 || c.pgbenchN < 1:
 		return errors.New("-runs, -evalsha-n and -pgbench-n must be positive")
 	}

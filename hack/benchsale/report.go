@@ -35,6 +35,9 @@ func renderTable(c config, rs []*saleResult) string {
 	if c.ordersAfterLoad {
 		when = " started when the load ended"
 	}
+	if c.retries > 0 {
+		offered += fmt.Sprintf(", a buyer told 503 retrying up to %d times with the same request id", c.retries)
+	}
 	fmt.Fprintf(&b, "\nbench-sale: one SKU of %d units in %d buckets; %d reservations, each by a new user, %s; %d order consumers%s\n",
 		c.stock, c.buckets, c.requests, offered, c.consumers, when)
 	fmt.Fprintf(&b, "%-46s", "")
@@ -101,6 +104,12 @@ func renderTable(c config, rs []*saleResult) string {
 		row("first QUEUED after the fault ended (s)", "%.2f", func(r *saleResult) float64 { return r.recovered().Seconds() })
 		row("reservation → order max, reserved in the fault (ms)", "%.0f", func(r *saleResult) float64 { return r.faultToOrderMax })
 	}
+	answerRow := "answer "
+	if c.retries > 0 {
+		row("requests sent again after a 503 (same id)", "%.0f", func(r *saleResult) float64 { return float64(r.retried) })
+		row("last final answer after (s, from the first request)", "%.1f", func(r *saleResult) float64 { return r.lastAnswer.Seconds() })
+		answerRow = "final answer "
+	}
 	codes := map[string]bool{}
 	for _, r := range rs {
 		for k := range r.codes {
@@ -113,7 +122,7 @@ func renderTable(c config, rs []*saleResult) string {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		row("answer "+k, "%.0f", func(r *saleResult) float64 { return float64(r.codes[k]) })
+		row(answerRow+k, "%.0f", func(r *saleResult) float64 { return float64(r.codes[k]) })
 	}
 	fmt.Fprintf(&b, "%-46s", "SLO: reservation → order p99 ≤ 3 s")
 	for _, r := range rs {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,9 +52,11 @@ type second struct {
 }
 
 type saleResult struct {
-	offered, answered  int
+	offered, answered  int           // buyers who sent, buyers with a final answer
+	retried            int           // requests sent again after a 503 (-retries)
+	lastAnswer         time.Duration // first request → the last final answer
 	codes              map[string]int
-	loadTook           time.Duration // first request → last answer
+	loadTook           time.Duration // first request → the last buyer's first answer
 	settled            time.Duration // first request → last order (or the settle timeout)
 	orders             int64
 	reserve, toOrder   *hdr.Histogram
@@ -169,12 +172,14 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	}
 
 	// The requests, made before the clock: a new user each, signed tokens.
-	url := fmt.Sprintf("http://%s/v1/activities/%d/skus/%d/reservations", gatewayAddr, activity, sku)
+	// A buyer is told apart in the results by its URL (?buyer=i, which the
+	// gateway ignores), so that a 503 is retried with the buyer's own request.
+	url := fmt.Sprintf("http://%s/v1/activities/%d/skus/%d/reservations?buyer=", gatewayAddr, activity, sku)
 	targets := make([]vegeta.Target, c.requests)
 	exp := time.Now().Add(time.Hour)
 	for i := range targets {
 		user := int64(70_000_000 + i)
-		targets[i] = vegeta.Target{Method: http.MethodPost, URL: url,
+		targets[i] = vegeta.Target{Method: http.MethodPost, URL: url + strconv.Itoa(i),
 			Body: []byte(`{"request_id":"` + ids.NewRandom().String() + `"}`),
 			Header: http.Header{"Authorization": {"Bearer " + gateway.SignToken(user, []byte(tokenKey), exp)},
 				"Content-Type": {"application/json"}}}
@@ -243,33 +248,70 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	var answer struct {
 		Code string `json:"code"`
 	}
-	// No duration: the pacer ends the attack at the last request (a
-	// duration could end it a request short).
-	for res := range attacker.Attack(vegeta.NewStaticTargeter(targets...), pacer, 0, "sale") {
-		r.offered++
+	// The results of the buyers' first requests and of their retries, in
+	// one stream. pending holds one unit per result not yet counted and per
+	// retry not yet answered: a retry is added before the result that
+	// caused it is done, so the stream ends only when every buyer has a
+	// final answer.
+	results := make(chan *vegeta.Result, 1024)
+	var pending sync.WaitGroup
+	loadTook := make(chan time.Duration, 1)
+	go func() {
+		// No duration: the pacer ends the attack at the last request (a
+		// duration could end it a request short).
+		for res := range attacker.Attack(vegeta.NewStaticTargeter(targets...), pacer, 0, "sale") {
+			pending.Add(1)
+			results <- res
+		}
+		loadTook <- time.Since(start)
+		pending.Wait()
+		close(results)
+	}()
+	retries := newRetrier(targets, results)
+	attempts := make([]int, c.requests) // retries sent, per buyer
+	for res := range results {
+		buyer, err := strconv.Atoi(res.URL[strings.LastIndexByte(res.URL, '=')+1:])
+		if err != nil || buyer < 0 || buyer >= c.requests {
+			return nil, fmt.Errorf("a result for no buyer: %q", res.URL)
+		}
 		s := r.at(int(res.Timestamp.Sub(start) / time.Second))
-		s.offered++
+		if attempts[buyer] == 0 {
+			r.offered++
+			s.offered++
+		} else {
+			r.retried++
+		}
 		us := max(1, min(histMax, res.Latency.Microseconds()))
 		_ = r.reserve.RecordValue(us)
 		_ = s.reserve.RecordValue(us)
 		answer.Code = ""
-		if res.Error != "" && res.Code == 0 {
+		transport := res.Error != "" && res.Code == 0
+		if !transport {
+			_ = json.Unmarshal(res.Body, &answer)
+			if answer.Code == "" {
+				answer.Code = "HTTP_" + strconv.Itoa(int(res.Code))
+			}
+		}
+		switch {
+		case (transport || answer.Code == gateway.CodeServiceUnavailable) && attempts[buyer] < c.retries:
+			attempts[buyer]++ // not final: the same request again
+			pending.Add(1)
+			retries.after(buyer, attempts[buyer])
+		case transport:
 			r.codes["TRANSPORT_ERROR"]++
-			continue
+		default:
+			r.answered++
+			r.codes[answer.Code]++
+			r.lastAnswer = res.Timestamp.Add(res.Latency).Sub(start)
 		}
-		r.answered++
-		_ = json.Unmarshal(res.Body, &answer)
-		if answer.Code == "" {
-			answer.Code = "HTTP_" + strconv.Itoa(int(res.Code))
-		}
-		r.codes[answer.Code]++
 		if answer.Code == gateway.CodeQueued {
 			s.queued++
 			queued.Add(1)
 			r.queuedAt = append(r.queuedAt, res.Timestamp.Add(res.Latency))
 		}
+		pending.Done()
 	}
-	r.loadTook = time.Since(start)
+	r.loadTook = <-loadTook
 	if err := <-faulted; err != nil {
 		return nil, err
 	}
@@ -511,4 +553,41 @@ func (r *saleResult) recovered() time.Duration {
 		}
 	}
 	return -1
+}
+
+// retrier sends a buyer's request again after a backoff (0.5 s doubling to
+// 5 s, ±20 %), as a client told 503 would: the same request id and token.
+type retrier struct {
+	targets []vegeta.Target
+	results chan<- *vegeta.Result
+	client  *http.Client
+}
+
+func newRetrier(targets []vegeta.Target, results chan<- *vegeta.Result) *retrier {
+	return &retrier{targets: targets, results: results, client: &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 1024}}}
+}
+
+func (rt *retrier) after(buyer, attempt int) {
+	wait := min(5*time.Second, 500*time.Millisecond<<min(attempt-1, 4))
+	wait = time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64())) //nolint:gosec // jitter
+	go func() {
+		time.Sleep(wait)
+		t := rt.targets[buyer]
+		res := &vegeta.Result{Attack: "retry", Method: t.Method, URL: t.URL, Timestamp: time.Now()}
+		req, err := t.Request()
+		if err == nil {
+			var resp *http.Response
+			if resp, err = rt.client.Do(req); err == nil {
+				res.Code = uint16(resp.StatusCode) //nolint:gosec // an HTTP status
+				res.Body, err = io.ReadAll(io.LimitReader(resp.Body, 4096))
+				_ = resp.Body.Close()
+			}
+		}
+		if err != nil {
+			res.Error = err.Error()
+		}
+		res.Latency = time.Since(res.Timestamp)
+		rt.results <- res
+	}()
 }

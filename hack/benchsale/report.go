@@ -155,7 +155,7 @@ func yes(ok bool) string {
 // backlog.
 func plotSale(r *saleResult, path string) error {
 	rates, lat, backlog := plot.New(), plot.New(), plot.New()
-	rates.Title.Text = "per second: reservations offered, queued, orders created"
+	rates.Title.Text = "per second: reservations offered, sent again, queued, orders created"
 	rates.Y.Label.Text = "per second"
 	lat.Title.Text = "latency percentiles of the requests / reservations of each second"
 	lat.Y.Label.Text = "ms"
@@ -165,7 +165,7 @@ func plotSale(r *saleResult, path string) error {
 	// The seconds that saw anything, and two more.
 	end := 0
 	for i, s := range r.seconds {
-		if s.offered > 0 || s.orders > 0 || s.backlog > 0 {
+		if s.offered > 0 || s.retried > 0 || s.orders > 0 || s.backlog > 0 {
 			end = i + 1
 		}
 	}
@@ -202,13 +202,14 @@ func plotSale(r *saleResult, path string) error {
 		f    func(s *second) (float64, bool)
 	}{
 		{rates, "offered", blue, func(s *second) (float64, bool) { return float64(s.offered), true }},
+		{rates, "sent again after a 503", red, func(s *second) (float64, bool) { return float64(s.retried), s.retried > 0 }},
 		{rates, "queued", orange, func(s *second) (float64, bool) { return float64(s.queued), true }},
 		{rates, "orders", green, func(s *second) (float64, bool) { return float64(s.orders), true }},
 		{lat, "reserve p50", blue, func(s *second) (float64, bool) { return positive(ms(s.reserve, 50)) }},
 		{lat, "reserve p99", orange, func(s *second) (float64, bool) { return positive(ms(s.reserve, 99)) }},
 		{lat, "reservation → order p50", green, func(s *second) (float64, bool) { return positive(ms(s.toOrder, 50)) }},
 		{lat, "reservation → order p99", red, func(s *second) (float64, bool) { return positive(ms(s.toOrder, 99)) }},
-		{backlog, "backlog", red, func(s *second) (float64, bool) { return float64(s.backlog), true }},
+		{backlog, "backlog", red, func(s *second) (float64, bool) { return float64(s.backlog), s.sampled }},
 	} {
 		if err := add(l.p, l.name, l.c, series(l.f)); err != nil {
 			return err

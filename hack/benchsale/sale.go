@@ -44,11 +44,13 @@ func buildBinary(dir string) (string, error) { return salekit.Build(dir) }
 
 // second is one second of the sale, for the plot.
 type second struct {
-	offered, queued int            // reservations offered, answered QUEUED
+	offered, queued int            // reservations offered (buyers' first requests), answered QUEUED
+	retried         int            // requests sent again after a 503 (-retries)
 	reserve         *hdr.Histogram // HTTP latency of those offered
 	orders          int            // orders created in this second
 	toOrder         *hdr.Histogram // reservation → order of the reservations of this second
 	backlog         int64          // queued − orders at the end of this second
+	sampled         bool           // backlog was read (not while PostgreSQL was frozen)
 }
 
 type saleResult struct {
@@ -219,7 +221,10 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 				return
 			case now := <-t.C:
 				var orders int64
-				if err := pool.QueryRow(sampleCtx, `SELECT count(*) FROM orders WHERE activity_id = $1`, activity).Scan(&orders); err == nil {
+				qctx, cancel := context.WithTimeout(sampleCtx, 900*time.Millisecond)
+				err := pool.QueryRow(qctx, `SELECT count(*) FROM orders WHERE activity_id = $1`, activity).Scan(&orders)
+				cancel()
+				if err == nil {
 					backlog[int(now.Sub(start)/time.Second)-1] = queued.Load() - orders
 				}
 			}
@@ -280,6 +285,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 			s.offered++
 		} else {
 			r.retried++
+			s.retried++
 		}
 		us := max(1, min(histMax, res.Latency.Microseconds()))
 		_ = r.reserve.RecordValue(us)
@@ -349,7 +355,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	sampling.Wait()
 	for i, b := range backlog {
 		if i >= 0 {
-			r.at(i).backlog = b
+			r.at(i).backlog, r.at(i).sampled = b, true
 		}
 	}
 

@@ -87,26 +87,38 @@ func (b *borrower) held(sku int64, now time.Time) bool {
 	return false
 }
 
-// allGone reports whether no bucket of dst's SKU has a unit available or in
-// transit (an error counts as "not known to be gone": no hold). Units
-// found end any hold of the SKU.
-func (b *borrower) allGone(ctx context.Context, dst redisstore.Slot, buckets int) bool {
+// stockLeft is what a look at every bucket of a SKU found.
+type stockLeft int
+
+const (
+	stockGone      stockLeft = iota // no unit available or in transit anywhere
+	stockAvailable                  // units available in some bucket: borrow again
+	stockInTransit                  // only units in transit (a move half done): they land in a moment
+	stockUnknown                    // the counters could not be read
+)
+
+// look reads every bucket of dst's SKU in one round trip. Units found
+// end any hold of the SKU.
+func (b *borrower) look(ctx context.Context, dst redisstore.Slot, buckets int) stockLeft {
 	cs, err := b.redis.ReadCountersOf(ctx, redisstore.Slots(dst.ActivityID, dst.SKUID, buckets))
 	if err != nil {
-		return false
+		return stockUnknown
 	}
 	var total redisstore.Counters
 	for _, c := range cs {
 		total = total.Add(c)
 	}
 	if total.Available == 0 && total.InTransit() == 0 {
-		return true
+		return stockGone
 	}
 	b.mu.Lock()
 	delete(b.soldOut, dst.SKUID) // units are left: no hold, nobody rechecking
 	delete(b.recheck, dst.SKUID)
 	b.mu.Unlock()
-	return false
+	if total.Available > 0 {
+		return stockAvailable
+	}
+	return stockInTransit
 }
 
 // soldOutAt holds sku as sold out: every bucket was found empty at now.

@@ -502,9 +502,12 @@ func (s *Server) doReserve(r *http.Request) answer {
 	// arrival, so SOLD_OUT means the SKU is sold out, not this bucket, and
 	// every move sells the mover a unit. When every sibling is empty the
 	// own bucket is asked once more (a concurrent move may have filled it)
-	// before the SKU is held as sold out. The tries are bounded: a move may
-	// find its source emptied by another mover first.
+	// before the SKU is held as sold out; when units are still left
+	// somewhere, the buyer borrows again. The tries are bounded (one round
+	// per bucket): a move may find its source emptied by another mover
+	// first, and a buyer whose tries all lose is told 503, never SOLD_OUT.
 	settled := buckets <= 1 // SOLD_OUT is known to mean the SKU: held, or every bucket seen empty
+	left := stockUnknown    // what the last look at every bucket found
 	for try := 0; err == nil && res.Code == redisstore.ReserveSoldOut && buckets > 1 && try < buckets; try++ {
 		moved, mres, merr := s.stock.borrow(r.Context(), rr, buckets, now)
 		if merr != nil {
@@ -521,19 +524,30 @@ func (s *Server) doReserve(r *http.Request) answer {
 			continue
 		}
 		res, err = s.reserver.Reserve(r.Context(), rr)
+		if err != nil || res.Code != redisstore.ReserveSoldOut {
+			break
+		}
 		// Held as sold out only when no unit is left anywhere: units in
 		// transit between two buckets (another gateway's move half done)
 		// land in a moment, and holding then would refuse the last buyers
-		// while those units stay unsold.
-		if err == nil && res.Code == redisstore.ReserveSoldOut && s.stock.allGone(r.Context(), slot, buckets) {
+		// while those units stay unsold. Units available (other buyers
+		// took the ones moved here between the tries): borrow again.
+		left = s.stock.look(r.Context(), slot, buckets)
+		if left == stockGone {
 			s.stock.soldOutAt(sku, now)
 			settled = true
 		}
-		break
+		if left != stockAvailable {
+			break
+		}
 	}
-	if err == nil && res.Code == redisstore.ReserveSoldOut && !settled && !s.stock.allGone(r.Context(), slot, buckets) {
+	if err == nil && res.Code == redisstore.ReserveSoldOut && !settled && left == stockUnknown {
+		left = s.stock.look(r.Context(), slot, buckets)
+	}
+	if err == nil && res.Code == redisstore.ReserveSoldOut && !settled && left != stockGone {
 		// The tries ran out while other buyers took each unit moved here,
-		// but units remain: SOLD_OUT would be false. The buyer retries.
+		// or the last units are in transit: SOLD_OUT would be false. The
+		// buyer retries.
 		return answer{Code: CodeServiceUnavailable, Message: "units are moving between buckets; retry with the same request_id"}
 	}
 	if err != nil {

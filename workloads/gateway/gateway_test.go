@@ -331,10 +331,13 @@ func TestSkewedBuyersSellEveryUnit(t *testing.T) {
 					defer wg.Done()
 					for u := range work {
 						// As the contract asks: a 503 ("units are moving between
-						// buckets") is retried with the same request_id.
+						// buckets") is retried with the same request_id, after
+						// a backoff (units in transit land when their mover's
+						// second script runs, later on a busy machine).
 						req := ids.NewRandom()
 						r := f.post(t, path, bearer(u), body(req))
-						for try := 0; r.Code == gateway.CodeServiceUnavailable && try < 5; try++ {
+						for try := 1; r.Code == gateway.CodeServiceUnavailable && try <= 10; try++ {
+							time.Sleep(time.Duration(try) * 10 * time.Millisecond)
 							r = f.post(t, path, bearer(u), body(req))
 						}
 						mu.Lock()

@@ -91,10 +91,9 @@ func (b *borrower) held(sku int64, now time.Time) bool {
 type stockLeft int
 
 const (
-	stockGone      stockLeft = iota // no unit available or in transit anywhere
-	stockAvailable                  // units available in some bucket: borrow again
-	stockInTransit                  // only units in transit (a move half done): they land in a moment
-	stockUnknown                    // the counters could not be read
+	stockGone    stockLeft = iota // no unit available or in transit anywhere
+	stockSome                     // units available in some bucket, or in transit (a move half done)
+	stockUnknown                  // the counters could not be read
 )
 
 // look reads every bucket of dst's SKU in one round trip. Units found
@@ -115,10 +114,7 @@ func (b *borrower) look(ctx context.Context, dst redisstore.Slot, buckets int) s
 	delete(b.soldOut, dst.SKUID) // units are left: no hold, nobody rechecking
 	delete(b.recheck, dst.SKUID)
 	b.mu.Unlock()
-	if total.Available > 0 {
-		return stockAvailable
-	}
-	return stockInTransit
+	return stockSome
 }
 
 // soldOutAt holds sku as sold out: every bucket was found empty at now.

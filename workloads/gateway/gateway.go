@@ -530,14 +530,15 @@ func (s *Server) doReserve(r *http.Request) answer {
 		// Held as sold out only when no unit is left anywhere: units in
 		// transit between two buckets (another gateway's move half done)
 		// land in a moment, and holding then would refuse the last buyers
-		// while those units stay unsold. Units available (other buyers
-		// took the ones moved here between the tries): borrow again.
+		// while those units stay unsold. Units left (other buyers took the
+		// ones moved here between the tries, or a move is half done and
+		// its rest lands in a sibling): borrow again.
 		left = s.stock.look(r.Context(), slot, buckets)
 		if left == stockGone {
 			s.stock.soldOutAt(sku, now)
 			settled = true
 		}
-		if left != stockAvailable {
+		if left != stockSome {
 			break
 		}
 	}

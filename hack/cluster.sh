@@ -8,13 +8,15 @@
 #   hack/cluster.sh image    rebuild the project's image and import it into the node
 #   hack/cluster.sh env      KUBECONFIG=... for the shell
 #
-# Versions and why (issue 13): the control plane — etcd 3.7.3 and
-# kube-apiserver v1.37.2 (the envtest builds), kube-controller-manager and
-# kube-scheduler v1.37.2 — is one version. The node — kubelet and kube-proxy
-# — is v1.34.4: kubelet from 1.36 needs containerd 2.x and Debian 12 ships
-# containerd 1.6.20 (with runc 1.1.5); a node three minors behind its API
-# server is within Kubernetes' skew policy. kubectl v1.37.2. Everything Go is
-# built by hack/k8s-build.sh from k8s.io/kubernetes on the Go module proxy;
+# Versions and why: one Kubernetes version for the control plane, the node
+# and envtest, v1.34.4, with the etcd it is tested with (3.6.4) and helm
+# v3.19.5 (the helm whose k8s.io modules are 1.34's): all of them compiled in
+# one `go build` by hack/k8s-build.sh (run by hack/stack.sh up, which builds
+# them for envtest) into .stack/k8s, cached by version. Why 1.34: the kubelet
+# from 1.36 on needs containerd 2.x, and Debian 12 ships containerd 1.6.20
+# (with runc 1.1.5), which a 1.34 kubelet runs with; the newest Kubernetes
+# would need containerd 2.x built from its Go module as well, a longer cold
+# path to the same working cluster.
 # containerd, runc, the CNI plugins (bridge, host-local, loopback, portmap),
 # iptables and conntrack are Debian packages. The pause image is built from
 # kubernetes' own pause.c (gcc -static), the project's image from the static
@@ -46,9 +48,7 @@ OWN_DIRS="$DIR"
 # shellcheck source=lib.sh
 source "$ROOT/hack/lib.sh"
 
-CP_VERSION="${SECKILL_CP_VERSION:-v1.37.2}"
-NODE_VERSION="${SECKILL_NODE_VERSION:-v1.34.4}"
-HELM_VERSION="${SECKILL_HELM_VERSION:-v3.21.4}"
+K8S="$ROOT/.stack/k8s"   # every Kubernetes binary, etcd and helm (hack/k8s-build.sh)
 NODE_NAME="seckill-node"
 BRIDGE="seckill0"
 NODE_IP="10.244.0.1"
@@ -89,17 +89,13 @@ install_packages() {
 }
 
 build_binaries() {
-  "$ROOT/hack/envtest-assets.sh" "$ROOT/.stack/k8s" >/dev/null
-  nice -n 10 "$ROOT/hack/k8s-build.sh" "$CP_VERSION" "$BIN" kube-controller-manager kube-scheduler kubectl
-  nice -n 10 "$ROOT/hack/k8s-build.sh" "$NODE_VERSION" "$BIN" kubelet kube-proxy
-  # helm from its Go module (go install: its go.mod has no replaces), cached by version.
-  local hcache="${XDG_CACHE_HOME:-$HOME/.cache}/seckill/helm-$HELM_VERSION"
-  if [ ! -x "$hcache/helm" ]; then
-    log "building helm $HELM_VERSION from the Go module proxy"
-    mkdir -p "$hcache"
-    GOBIN="$hcache" CGO_ENABLED=0 GOFLAGS=-mod=mod nice -n 10 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  fi
-  [ -x "$BIN/helm" ] || cp "$hcache/helm" "$BIN/helm"
+  # Built by hack/stack.sh up (envtest); here only when the stack was
+  # started without it. Seconds when cached.
+  nice -n 10 "$ROOT/hack/k8s-build.sh" "$K8S"
+  local c
+  for c in kube-controller-manager kube-scheduler kubectl kubelet kube-proxy helm; do
+    cmp -s "$K8S/$c" "$BIN/$c" 2>/dev/null || { mkdir -p "$BIN" && cp "$K8S/$c" "$BIN/$c.tmp" && mv -f "$BIN/$c.tmp" "$BIN/$c"; }
+  done
   if [ ! -x "$BIN/forward" ] || [ "$ROOT/hack/forward/main.go" -nt "$BIN/forward" ]; then
     (cd "$ROOT" && CGO_ENABLED=0 go build -o "$BIN/forward" ./hack/forward)
   fi
@@ -110,11 +106,13 @@ build_binaries() {
 build_pause() {
   local out="$DIR/images/pause.tar" src
   [ -f "$out" ] && return 0
-  src="$(GOFLAGS=-mod=mod go env GOMODCACHE)/k8s.io/kubernetes@$NODE_VERSION/build/pause/linux/pause.c"
-  [ -f "$src" ] || (cd "$(mktemp -d)" && go mod download -json "k8s.io/kubernetes@$NODE_VERSION" >/dev/null)
-  [ -f "$src" ] || die "no pause.c in k8s.io/kubernetes@$NODE_VERSION"
+  local version
+  version=$(awk '$1 == "Kubernetes" { print $2 }' "$K8S/VERSIONS")
+  src="$(GOFLAGS=-mod=mod go env GOMODCACHE)/k8s.io/kubernetes@$version/build/pause/linux/pause.c"
+  [ -f "$src" ] || (cd "$(mktemp -d)" && go mod download -json "k8s.io/kubernetes@$version" >/dev/null)
+  [ -f "$src" ] || die "no pause.c in k8s.io/kubernetes@$version"
   mkdir -p "$DIR/images"
-  gcc -Os -static -DVERSION="$NODE_VERSION" -o "$DIR/images/pause" "$src"
+  gcc -Os -static -DVERSION="$version" -o "$DIR/images/pause" "$src"
   (cd "$ROOT" && go run ./hack/image -out "$out.tmp" -name "$PAUSE_IMAGE" -file "$DIR/images/pause:/pause" -entrypoint /pause -user 65535:65535 >/dev/null)
   mv "$out.tmp" "$out"
 }
@@ -309,11 +307,11 @@ EOF
 }
 
 control_plane_up() {
-  start etcd "$ROOT/.stack/k8s/etcd" --data-dir "$DIR/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  start etcd "$K8S/etcd" --data-dir "$DIR/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
     --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" --initial-cluster "default=http://127.0.0.1:$((ETCD_PORT + 1))" \
     --quota-backend-bytes 1073741824
-  start kube-apiserver "$ROOT/.stack/k8s/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+  start kube-apiserver "$K8S/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" --client-ca-file "$PKI/ca.crt" \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \

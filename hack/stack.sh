@@ -310,7 +310,9 @@ redis_down() {
   local f
   for f in "$STACK_DIR"/redis/*/redis.pid; do
     [ -f "$f" ] || continue
-    if pid_alive "$f"; then kill -TERM "$(cat "$f")" && log "Redis $(basename "$(dirname "$f")") stopped"; fi
+    # TERM, then wait for the exit (stop_pid): a node still writing its
+    # last log line would race the removal of its directory below.
+    if pid_alive "$f"; then stop_pid "$(cat "$f")" "Redis $(basename "$(dirname "$f")")" && log "Redis $(basename "$(dirname "$f")") stopped"; fi
     rm -f "$f"
   done
   rm -rf "$STACK_DIR"/redis/cluster-*  # cluster membership is re-formed on every up
@@ -325,15 +327,17 @@ rmq_up() {
 rmq_down() { [ -d "$RMQ_RUN_DIR" ] && "$RMQ" stop || true; }
 
 # ---------------------------------------------------------------- envtest
-# kube-apiserver and etcd are built from Go modules (hack/envtest-assets.sh,
-# ~7 minutes on 2 cores the first time, seconds once cached). The build runs in
-# its own process group beside the rest of "up", so a failing "up" or "down"
-# stops all of it; the build script itself takes a lock, so two never run at once.
+# Every Kubernetes binary — kube-apiserver and etcd for envtest, the rest for
+# the cluster (hack/cluster.sh) — is built from Go modules in one go build
+# (hack/k8s-build.sh; ~10 min on 2 cores the first time, seconds once
+# cached). The build runs in its own process group beside the rest of "up",
+# so a failing "up" or "down" stops all of it; the build script takes a lock,
+# so two never run at once, and an "up" that finds one running waits for it.
 ENVTEST_PID="$STACK_DIR/envtest-build.pid"
 ENVTEST_LOG="$STACK_DIR/envtest-build.log"
 envtest_start() {
-  envtest_stop
-  setsid "$ROOT/hack/envtest-assets.sh" "$STACK_DIR/k8s" > "$ENVTEST_LOG" 2>&1 < /dev/null &
+  pid_alive "$ENVTEST_PID" && return 0
+  setsid nice -n 10 "$ROOT/hack/k8s-build.sh" "$STACK_DIR/k8s" > "$ENVTEST_LOG" 2>&1 < /dev/null &
   echo $! > "$ENVTEST_PID"
 }
 envtest_stop() {
@@ -344,15 +348,21 @@ envtest_stop() {
   while running "$pid" && [ "$i" -lt 20 ]; do sleep 0.5; i=$((i + 1)); done
   kill -KILL -- "-$pid" 2>/dev/null || true
   rm -f "$ENVTEST_PID"
-  log "stopped the envtest assets build (pid $pid)"
+  log "stopped the Kubernetes build (pid $pid)"
 }
-# envtest_wait: wait for the build, telling what is built and for how long.
+# envtest_wait: wait for the build, saying every 30 s what it is doing, how
+# long is left (hack/k8s-build.sh's own estimate from its progress) and what
+# can be tried meanwhile.
 envtest_wait() {
-  local pid t0=$SECONDS next=$((SECONDS + 30)) rc=0
-  pid=$(cat "$ENVTEST_PID")
+  local pid t0=$SECONDS next=$((SECONDS + 5)) rc=0 now
+  pid=$(cat "$ENVTEST_PID" 2>/dev/null) || return 0
   while running "$pid"; do
     if [ "$SECONDS" -ge "$next" ]; then
-      log "envtest: still building kube-apiserver/etcd from Go modules (first time only, ~7 min on 2 cores): $((SECONDS - t0))s waited; now: $(grep '^\[envtest-assets\]' "$ENVTEST_LOG" | tail -n 1 | cut -c18-)"
+      now=$(cat "$STACK_DIR/k8s/.build-progress" 2>/dev/null || grep '^\[k8s-build' "$ENVTEST_LOG" | tail -n 1 | cut -d']' -f2-)
+      log "building Kubernetes from Go modules, first time only (${now# }); waited $((SECONDS - t0))s"
+      if [ "$next" -lt $((t0 + 40)) ]; then
+        log "meanwhile, in another shell: make demo-processes — the same sale as processes on this stack, no Kubernetes (about a minute)"
+      fi
       next=$((SECONDS + 30))
     fi
     sleep 1
@@ -361,9 +371,9 @@ envtest_wait() {
   rm -f "$ENVTEST_PID"
   if [ "$rc" != 0 ] || [ ! -s "$STACK_DIR/k8s/VERSIONS" ]; then
     tail -n 30 "$ENVTEST_LOG" >&2
-    die "building envtest assets failed (log: $ENVTEST_LOG)"
+    die "building Kubernetes failed (log: $ENVTEST_LOG)"
   fi
-  log "envtest assets: $(tr '\n' ' ' < "$STACK_DIR/k8s/VERSIONS")"
+  log "Kubernetes binaries: $(tr '\n' ' ' < "$STACK_DIR/k8s/VERSIONS")"
 }
 
 write_env() {
@@ -415,16 +425,19 @@ cmd_up() {
   local t0=$SECONDS
   # "9>&-": the servers started below must not inherit the lock.
   if [ "$with_envtest" = 1 ]; then
-    STEP="starting the envtest build"; envtest_start 9>&-
+    STEP="starting the Kubernetes build"; envtest_start 9>&-
   fi
   STEP="installing packages"; install_packages 9>&-
   STEP="starting PostgreSQL"; pg_up 9>&-
   STEP="starting Redis"; redis_up 9>&-
   STEP="starting RocketMQ"; rmq_up 9>&-
-  if [ "$with_envtest" = 1 ]; then
-    STEP="building envtest assets"; envtest_wait
-  fi
   write_env
+  if [ "$with_envtest" = 1 ]; then
+    # The servers are up: another "up" (make demo-processes, say) may go on
+    # while this one waits for the build.
+    flock -u 9
+    STEP="building Kubernetes (envtest and the cluster)"; envtest_wait
+  fi
   log "stack is up after $((SECONDS - t0))s$([ "$with_envtest" = 1 ] || echo ' (without envtest)'); endpoints in $ENV_FILE:"
   grep -v '^#' "$ENV_FILE" >&2
 }

@@ -80,14 +80,14 @@ func runningWorkers(act *seckillv1alpha1.SeckillActivity, consumers int32) []wor
 	ws := []worker{
 		{ComponentGateway, append([]string{"gateway", "-business-deadline=" + dur(s.BusinessDeadline, defaultDeadline).String(), "-drain-delay=5s"},
 			limitArgs(s.Limits)...), s.Workloads.GatewayReplicas, names.GatewayPort, 1},
-		{ComponentConsumer, []string{"consumer", "-payment-window=" + dur(s.PaymentWindow, defaultPaymentWindow).String()}, consumers, names.MetricsPort, 1},
+		{ComponentConsumer, []string{"consumer"}, consumers, names.MetricsPort, 1},
 		{ComponentProjector, []string{"projector"}, 1, names.MetricsPort, 0},
 		{ComponentScanner, []string{"scanner"}, 1, names.MetricsPort, 0},
 		{ComponentRelay, []string{"relay"}, 2, names.MetricsPort, 1},
 		{ComponentCompensator, []string{"compensator"}, 1, names.MetricsPort, 0},
 	}
 	if s.PaymentChannel != nil {
-		ws = append(ws, worker{ComponentCanceller, []string{"canceller", "-payment-window=" + dur(s.PaymentWindow, defaultPaymentWindow).String()}, 1, names.MetricsPort, 0})
+		ws = append(ws, worker{ComponentCanceller, []string{"canceller"}, 1, names.MetricsPort, 0})
 	}
 	if s.Connections.PaymentKeysSecret != nil {
 		ws = append(ws, worker{ComponentPayments, []string{"payments", fmt.Sprintf("-rate=%d", i32(s.Limits.CallbacksPerSecond, defaultCallbacksPerSecond))}, 2, names.GatewayPort, 1})

@@ -100,7 +100,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	}
 	defer pool.Close()
 	// Each workload connects as its own role, as on a cluster.
-	roles, err := salekit.NewRoles(ctx, pool, salekit.Env("SECKILL_PG_DSN"), fmt.Sprint("demo-", activity))
+	roles, err := salekit.NewRoles(bin, common, dir)
 	if err != nil {
 		return err
 	}
@@ -143,8 +143,6 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	for i, w := range []string{"gateway", "consumer", "consumer", "relay", "projector", "compensator", "scanner", "canceller", "payments"} {
 		args := []string{w}
 		switch w {
-		case "consumer":
-			args = append(args, "-payment-window", paymentWindow.String())
 		case "canceller":
 			args = append(args, "-provider-url", "http://"+channelAddr)
 		case "payments":

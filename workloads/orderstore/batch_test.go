@@ -252,3 +252,45 @@ func TestBatchSetWiseTwoSKUs(t *testing.T) {
 	require.Equal(t, stock{2, 0, 2, 0}, b.stock(t))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM sku_inventory WHERE sku_id = $1 AND available_stock = 0 AND occupied_stock = 1`, sku-1))
 }
+
+// Issue 27: the payment window an order gets is the one activity_control
+// records (what `seckill activity window -payment-window` and the operator
+// write), on the one-message path and on the batch the consumer takes under
+// load; the consumer's own setting only serves an activity that records
+// none.
+func TestPaymentWindowIsTheRecordedOne(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, 10)
+	window := func(users ...int64) []time.Duration {
+		t.Helper()
+		rows, err := b.pool.Query(ctx, `SELECT expires_at - created_at FROM orders WHERE user_id = ANY($1) ORDER BY user_id`, users)
+		require.NoError(t, err)
+		var out []time.Duration
+		for rows.Next() {
+			var d time.Duration
+			require.NoError(t, rows.Scan(&d))
+			out = append(out, d.Round(time.Second))
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	m, raw := b.message(t, 1)
+	_, err := b.c.Consume(ctx, m, raw)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{15 * time.Minute}, window(1), "no activity_control row: the consumer's fallback")
+
+	_, err = b.pool.Exec(ctx, `INSERT INTO activity_control (activity_id, window_state, payment_window_ms) VALUES ($1, 'ACTIVE', 120000)`, activity)
+	require.NoError(t, err)
+	m, raw = b.message(t, 2)
+	_, err = b.c.Consume(ctx, m, raw)
+	require.NoError(t, err)
+	for _, r := range b.c.ConsumeBatch(ctx, b.batch(t, 3, 4, 5, 6)) {
+		require.NoError(t, r.Err)
+		require.Equal(t, orderstore.ResultOrderCreated, r.Outcome.Result)
+	}
+	require.Equal(t, []time.Duration{2 * time.Minute, 2 * time.Minute, 2 * time.Minute, 2 * time.Minute, 2 * time.Minute}, window(2, 3, 4, 5, 6))
+	var timers int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox e JOIN orders o ON o.order_id = e.aggregate_id
+		WHERE e.event_type = 'ORDER_CANCEL_TIMER' AND e.deliver_at = o.expires_at AND o.user_id = ANY($1)`, []int64{2, 3, 4, 5, 6}).Scan(&timers))
+	require.Equal(t, 5, timers, "each cancel timer is due when its order expires")
+}

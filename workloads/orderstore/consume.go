@@ -73,11 +73,28 @@ type Outcome struct {
 	Redelivered bool
 }
 
+// DefaultPaymentWindow is the payment window of an activity that records
+// none (activity_control's column default too).
+const DefaultPaymentWindow = 15 * time.Minute
+
+// fallbackWindow is OrderInsert's $7: the window for an activity without an
+// activity_control row.
+func (c *Consumer) fallbackWindow() string {
+	w := c.PaymentWindow
+	if w <= 0 {
+		w = DefaultPaymentWindow
+	}
+	return fmt.Sprintf("%d milliseconds", w.Milliseconds())
+}
+
 // Consumer runs the order-create transaction.
 type Consumer struct {
 	Pool  *pgxpool.Pool
 	Group string
-	// PaymentWindow is how long a new order waits for payment.
+	// PaymentWindow is how long a new order waits for payment when its
+	// activity records no window in activity_control (which is the source of
+	// the window: `seckill activity window -payment-window`, the operator's
+	// spec.paymentWindow); 0: DefaultPaymentWindow.
 	PaymentWindow time.Duration
 	// EventsTopic is where the outbox events go (default names.TopicOrderEvents).
 	EventsTopic string
@@ -253,7 +270,7 @@ func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.Ord
 	orderID := ids.NewRandom()
 	var inserted uuid.UUID
 	err = tx.QueryRow(ctx, qOrderInsert, orderID, msg.ActivityID, msg.SKUID, msg.UserID, msg.RequestID,
-		msg.ReservationID, fmt.Sprintf("%d milliseconds", c.PaymentWindow.Milliseconds())).Scan(&inserted)
+		msg.ReservationID, c.fallbackWindow()).Scan(&inserted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The user already holds an order: give the unit back in this same
 		// transaction, so no one ever sees it taken.

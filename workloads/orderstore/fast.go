@@ -218,7 +218,7 @@ func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastIt
 // inserts an order for every other RESERVED one; a user who already holds
 // an order is rejected.
 func (c *Consumer) insertOrders(ctx context.Context, tx pgx.Tx, fi []*fastItem, tail *writes) (err error) {
-	window := fmt.Sprintf("%d milliseconds", c.PaymentWindow.Milliseconds())
+	window := c.fallbackWindow()
 	var b pgx.Batch
 	var want []*fastItem
 	for _, f := range fi {

@@ -441,7 +441,9 @@ func TestPausedTimersAreRearmedNotDeadLettered(t *testing.T) {
 	h := startOn(t, testenv.Get(t, "SECKILL_RMQ_ENDPOINT"), 5, 3, time.Second, sim, func(c *pipeline.Canceller) {
 		c.RearmAfter, c.Cancel.Wait = 2, time.Second
 	})
-	_, err := h.pool.Exec(h.ctx, `INSERT INTO activity_control (activity_id, compensation_paused) VALUES ($1, true)`, h.activity)
+	// The recorded payment window is the one orders get (1 s, as the
+	// harness's fallback).
+	_, err := h.pool.Exec(h.ctx, `INSERT INTO activity_control (activity_id, compensation_paused, payment_window_ms) VALUES ($1, true, 1000)`, h.activity)
 	require.NoError(t, err)
 	r, ok := h.reserve(t, 7100, true, true)
 	require.True(t, ok)

@@ -44,7 +44,6 @@ func worker(ctx context.Context, name string, args []string) error {
 	group := fs.String("group", "", "consumer group (default per worker)")
 	lease := fs.Duration("lease", 30*time.Second, "lease duration")
 	invisible := fs.Duration("invisible", 30*time.Second, "how long a received message stays invisible before redelivery")
-	paymentWindow := fs.Duration("payment-window", 15*time.Minute, "how long a new order waits for payment")
 	metricsAddr := fs.String("metrics-addr", envOr(names.EnvMetricsAddr, fmt.Sprintf(":%d", names.DefaultPorts[name])),
 		"listen address of /metrics, /healthz, /readyz (\"0\": off) ($"+names.EnvMetricsAddr+")")
 	once := fs.Bool("once", false, "compensator: run until no task is due, then exit (a scheduled sweep)")
@@ -66,8 +65,8 @@ func worker(ctx context.Context, name string, args []string) error {
 	if name == "canceller" && *providerURL == "" {
 		return usageError{fmt.Errorf("-provider-url is required for the canceller")}
 	}
-	if *lease <= 0 || *paymentWindow <= 0 || *invisible < time.Second || *maxAttempts < 1 {
-		return usageError{fmt.Errorf("-lease and -payment-window must be positive, -invisible at least 1s, -max-attempts at least 1")}
+	if *lease <= 0 || *invisible < time.Second || *maxAttempts < 1 {
+		return usageError{fmt.Errorf("-lease must be positive, -invisible at least 1s, -max-attempts at least 1")}
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", name, "owner", *owner)
 
@@ -78,7 +77,7 @@ func worker(ctx context.Context, name string, args []string) error {
 	var err error
 	switch name {
 	case "consumer":
-		w, err = buildConsumer(ctx, &c, &closers, ob, *group, *createTopic, *eventsTopic, *cancelTopic, *paymentWindow, *invisible, *maxAttempts, log)
+		w, err = buildConsumer(ctx, &c, &closers, ob, *group, *createTopic, *eventsTopic, *cancelTopic, *invisible, *maxAttempts, log)
 	case "relay":
 		w, err = buildRelay(ctx, &c, &closers, ob, *owner, *lease, *eventsTopic, *cancelTopic, log)
 	case "projector":
@@ -178,7 +177,7 @@ func orDefault(v, def string) string {
 	return v
 }
 
-func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, group, createTopic, eventsTopic, cancelTopic string, pw, invisible time.Duration, maxAttempts int, log *slog.Logger) (runner, error) {
+func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, group, createTopic, eventsTopic, cancelTopic string, invisible time.Duration, maxAttempts int, log *slog.Logger) (runner, error) {
 	pool, err := openPG(ctx, c, closers)
 	if err != nil {
 		return nil, err
@@ -192,7 +191,7 @@ func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() erro
 	return &pipeline.OrderConsumer{MQ: cons, Invisible: invisible, Log: log, MaxAttempts: maxAttempts,
 		Metrics: metrics.NewConsumer(ob.reg, group), Health: ob.health,
 		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ActivityID: c.ActivityID,
-		Store: &orderstore.Consumer{Pool: pool, Group: group, PaymentWindow: pw, EventsTopic: eventsTopic, CancelTopic: cancelTopic,
+		Store: &orderstore.Consumer{Pool: pool, Group: group, EventsTopic: eventsTopic, CancelTopic: cancelTopic,
 			Failpoint: failpoint}}, nil
 }
 

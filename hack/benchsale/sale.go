@@ -114,7 +114,7 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) event_outbox, consumer_inbox, inventory_reservation, orders, inventory_ledger, sku_inventory`); err != nil {
 		return nil, fmt.Errorf("vacuuming before the sale: %w", err)
 	}
-	roles, err := salekit.NewRoles(ctx, pool, salekit.Env("SECKILL_PG_DSN"), fmt.Sprint("bench-sale-", time.Now().UnixNano()))
+	roles, err := salekit.NewRoles(bin, common, filepath.Dir(bin))
 	if err != nil {
 		return nil, err
 	}

@@ -1,23 +1,22 @@
 package salekit
 
 import (
-	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/pgroles"
 )
 
-// Roles are a local sale's PostgreSQL roles, one per workload, made as the
-// operator makes them: each process runs with only its own grants, so a
+// Roles are a local sale's PostgreSQL roles, one per workload, made as a
+// user of the process mode makes them (`seckill activity roles`, the grants
+// the operator gives): each process runs with only its own grants, so a
 // statement a workload's role may not run fails the sale here first.
 type Roles struct {
-	pool  *pgxpool.Pool
-	names []string
-	dsns  map[string]string
+	bin, file string
+	env       []string
+	dsns      pgroles.EnvFile
 }
 
 // workloadRole is the role of a workloads subcommand ("": no PostgreSQL).
@@ -26,24 +25,24 @@ var workloadRole = map[string]string{
 	"compensator": pgroles.Compensator, "canceller": pgroles.Canceller, "payments": pgroles.Payments, "reconcile": pgroles.Reconcile,
 }
 
-// NewRoles creates the roles of the sale identified by sale (with
-// passwords of its own) through pool, whose DSN is dsn.
-func NewRoles(ctx context.Context, pool *pgxpool.Pool, dsn, sale string) (*Roles, error) {
-	r := &Roles{pool: pool, dsns: map[string]string{}}
-	for _, role := range pgroles.Roles() {
-		name, pw := pgroles.Name(sale, role), RandomHex(24)
-		if err := pgroles.Ensure(ctx, pool, name, role, pw); err != nil {
-			r.Close()
-			return nil, err
-		}
-		r.names = append(r.names, name)
-		d, err := pgroles.DSN(dsn, name, pw)
-		if err != nil {
-			r.Close()
-			return nil, err
-		}
-		r.dsns[role] = d
+// NewRoles runs `seckill activity roles -out DIR/roles.env` with env (the
+// sale's settings: its activity id and the DSN that owns the schema) and
+// reads the DSNs it wrote.
+func NewRoles(bin string, env []string, dir string) (*Roles, error) {
+	r := &Roles{bin: bin, env: env, file: filepath.Join(dir, "roles.env")}
+	if out, err := Cmd(bin, env, "activity", "roles", "-out", r.file).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("seckill activity roles: %w\n%s", err, out)
 	}
+	dsns, err := pgroles.ReadEnvFile(r.file)
+	if err != nil {
+		return nil, err
+	}
+	for role := range pgroles.Grants {
+		if dsns[role] == "" {
+			return nil, fmt.Errorf("seckill activity roles wrote no DSN for %s", role)
+		}
+	}
+	r.dsns = dsns
 	return r, nil
 }
 
@@ -60,9 +59,7 @@ func (r *Roles) Env(workload string, env []string) []string {
 	return out
 }
 
-// Close drops the roles.
+// Close drops the roles (`seckill activity roles -drop`).
 func (r *Roles) Close() {
-	for _, n := range r.names {
-		_ = pgroles.Drop(context.Background(), r.pool, n)
-	}
+	_ = Cmd(r.bin, r.env, "activity", "roles", "-out", r.file, "-drop").Run()
 }

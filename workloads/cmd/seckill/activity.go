@@ -17,10 +17,11 @@ import (
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/migrations"
+	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
-const activityUsage = `usage: seckill activity <provision|window|status> [flags]
+const activityUsage = `usage: seckill activity <provision|window|roles|status> [flags]
 
 The store operations the operator makes for a SeckillActivity, for running
 the workloads without Kubernetes:
@@ -28,6 +29,9 @@ the workloads without Kubernetes:
              in every Redis bucket, once per -generation (stock only grows)
   window     set the sale window (NOT_STARTED, ACTIVE, PAUSED, ENDED) in every
              Redis bucket and in activity_control, with the durations
+  roles      migrate PostgreSQL, then give each workload its own login role
+             with only its grants (as the operator does), and write each
+             workload's DSN to -out (kept: a second run changes nothing)
   status     what the stores hold: stock per SKU and bucket, window, backlog,
              stock moves in transit, the last reconcile run
 
@@ -38,13 +42,15 @@ Every command takes the common flags (-pg-dsn, -redis-addrs, -activity-id,
 func runActivity(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, activityUsage)
-		return usageError{errors.New("a subcommand is required: provision, window or status")}
+		return usageError{errors.New("a subcommand is required: provision, window, roles or status")}
 	}
 	switch args[0] {
 	case "provision":
 		return activityProvision(ctx, args[1:], os.Stdout)
 	case "window":
 		return activityWindow(ctx, args[1:], os.Stdout)
+	case "roles":
+		return activityRoles(ctx, args[1:], os.Stdout)
 	case "status":
 		return activityStatus(ctx, args[1:], os.Stdout)
 	case "-h", "--help", "help":
@@ -52,7 +58,7 @@ func runActivity(ctx context.Context, args []string) error {
 		return nil
 	}
 	fmt.Fprint(os.Stderr, activityUsage)
-	return usageError{fmt.Errorf("unknown subcommand %q: want provision, window or status", args[0])}
+	return usageError{fmt.Errorf("unknown subcommand %q: want provision, window, roles or status", args[0])}
 }
 
 // activityStore opens the activity's stores after the flags were checked.
@@ -181,8 +187,8 @@ func activityWindow(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("activity window", flag.ContinueOnError)
 	c.Bind(fs)
 	state := fs.String("state", "", "NOT_STARTED, ACTIVE, PAUSED or ENDED")
-	deadline := fs.Duration("business-deadline", 5*time.Minute, "business deadline of a reservation (recorded in activity_control)")
-	payment := fs.Duration("payment-window", 15*time.Minute, "payment window of an order (recorded in activity_control)")
+	deadline := fs.Duration("business-deadline", 0, "business deadline of a reservation, recorded in activity_control (0: keep the recorded one, 5m when none)")
+	payment := fs.Duration("payment-window", 0, "payment window of the orders created from now on, recorded in activity_control, where the order consumers read it (0: keep the recorded one, 15m when none)")
 	gen := fs.Int64("generation", 0, "generation recorded with the window (0: keep the recorded one, 1 when none)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -191,8 +197,8 @@ func activityWindow(ctx context.Context, args []string, w io.Writer) error {
 	if !redisstore.ValidWindow(*state) {
 		errs = append(errs, fmt.Errorf("-state %q: want NOT_STARTED, ACTIVE, PAUSED or ENDED", *state))
 	}
-	if *deadline <= 0 || *payment <= 0 || *gen < 0 {
-		errs = append(errs, errors.New("-business-deadline and -payment-window must be positive, -generation not negative"))
+	if *deadline < 0 || *payment < 0 || *gen < 0 {
+		errs = append(errs, errors.New("-business-deadline, -payment-window and -generation must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return usageError{err}
@@ -203,23 +209,33 @@ func activityWindow(ctx context.Context, args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := *gen
-	if g == 0 {
-		cur, err := store.ReadControl(ctx, c.ActivityID)
-		if err != nil {
-			return err
-		}
-		g = 1
-		if cur != nil && cur.Generation > 0 {
-			g = cur.Generation
+	// What is left 0 keeps the recorded value: moving the window never
+	// resets the durations by accident.
+	cur, err := store.ReadControl(ctx, c.ActivityID)
+	if err != nil {
+		return err
+	}
+	st := control.Settings{Window: *state, BusinessDeadline: 5 * time.Minute, PaymentWindow: orderstore.DefaultPaymentWindow, Generation: 1}
+	if cur != nil {
+		st.BusinessDeadline, st.PaymentWindow = cur.BusinessDeadline, cur.PaymentWindow
+		if cur.Generation > 0 {
+			st.Generation = cur.Generation
 		}
 	}
-	if err := store.SetWindow(ctx, c.ActivityID, skus, control.Settings{Window: *state,
-		BusinessDeadline: *deadline, PaymentWindow: *payment, Generation: g}); err != nil {
+	if *deadline > 0 {
+		st.BusinessDeadline = *deadline
+	}
+	if *payment > 0 {
+		st.PaymentWindow = *payment
+	}
+	if *gen > 0 {
+		st.Generation = *gen
+	}
+	if err := store.SetWindow(ctx, c.ActivityID, skus, st); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "activity %d: window %s in %d SKU(s) and activity_control (business deadline %s, payment window %s, generation %d)\n",
-		c.ActivityID, *state, len(skus), *deadline, *payment, g)
+		c.ActivityID, *state, len(skus), st.BusinessDeadline, st.PaymentWindow, st.Generation)
 	return nil
 }
 

@@ -11,17 +11,22 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/payment"
+	"github.com/seckill/seckill-operator/workloads/pgroles"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
@@ -113,9 +118,82 @@ func TestActivityCommands(t *testing.T) {
 			require.Equal(t, "ACTIVE", b.Window, b.Slot)
 		}
 	}
+	// Moving the window again keeps the recorded durations: the payment
+	// window is read by the consumers from here, so a pause never resets it.
+	_, errOut, code = run(t, bin, cmd("activity", "window", "-state", "PAUSED")...)
+	require.Zero(t, code, errOut)
+	require.Equal(t, 2*time.Minute, status().Control.PaymentWindow)
 	out, _, code = run(t, bin, cmd("activity", "status")...)
 	require.Zero(t, code)
 	require.Contains(t, out, "problems: none")
+}
+
+// Issue 27: the per-workload PostgreSQL roles for the process mode. Each
+// DSN logs in as its own role with only its grants; a second run changes
+// nothing (same file, same passwords); -rotate gives new passwords and the
+// old DSN is refused; -drop removes the roles and the file.
+func TestActivityRoles(t *testing.T) {
+	bin := buildBinary(t)
+	pool := testenv.Database(t)
+	activity := time.Now().UnixNano() % 1_000_000_000_000
+	file := filepath.Join(t.TempDir(), "roles.env")
+	common := []string{"-pg-dsn", pool.Config().ConnString(), "-activity-id", strconv.FormatInt(activity, 10), "-out", file}
+	roles := func(extra ...string) pgroles.EnvFile {
+		t.Helper()
+		out, errOut, code := run(t, bin, append(append([]string{"activity", "roles"}, common...), extra...)...)
+		require.Zero(t, code, errOut)
+		if slices.Contains(extra, "-drop") {
+			require.Contains(t, out, "roles dropped")
+			return nil
+		}
+		require.Contains(t, out, "8 roles ready")
+		f, err := pgroles.ReadEnvFile(file)
+		require.NoError(t, err)
+		require.Len(t, f, len(pgroles.Grants))
+		return f
+	}
+	t.Cleanup(func() { run(t, bin, append([]string{"activity", "roles", "-drop"}, common...)...) })
+	connect := func(dsn string) (*pgx.Conn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return pgx.Connect(ctx, dsn)
+	}
+
+	first := roles()
+	before, err := os.ReadFile(file) //nolint:gosec // the test's own file
+	require.NoError(t, err)
+	gw, err := connect(first[pgroles.Gateway])
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, gw.QueryRow(context.Background(), `SELECT count(*) FROM inventory_reservation WHERE activity_id = $1`, activity).Scan(&n))
+	_, err = gw.Exec(context.Background(), `SELECT count(*) FROM orders`)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "the gateway may not read orders")
+	require.Equal(t, "42501", pgErr.Code)
+	require.NoError(t, gw.Close(context.Background()))
+
+	require.Equal(t, first, roles(), "a second run changes nothing")
+	after, err := os.ReadFile(file) //nolint:gosec // the test's own file
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+
+	rotated := roles("-rotate")
+	require.NotEqual(t, first[pgroles.Consumer], rotated[pgroles.Consumer])
+	_, err = connect(first[pgroles.Consumer])
+	require.Error(t, err, "the old password is refused after -rotate")
+	c, err := connect(rotated[pgroles.Consumer])
+	require.NoError(t, err)
+	require.NoError(t, c.Close(context.Background()))
+
+	roles("-drop")
+	_, err = os.Stat(file)
+	require.True(t, os.IsNotExist(err), "the file is removed")
+	_, err = connect(rotated[pgroles.Consumer])
+	require.Error(t, err, "the role is gone")
+
+	_, errOut, code := run(t, bin, "activity", "roles", "-pg-dsn", pool.Config().ConnString(), "-activity-id", "1")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "-out is required")
 }
 
 // The simulated channel as a process: a payment's success reaches the

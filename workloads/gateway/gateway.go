@@ -60,15 +60,17 @@ const (
 	CodeOrderRejected = "ORDER_REJECTED"
 	CodeCompensated   = "COMPENSATED"
 	CodeCancelled     = "CANCELLED"
-	CodePaid          = "PAID"
 	CodeManualReview  = "MANUAL_REVIEW"
 )
 
 // statusCodes maps a reservation's status (Redis projection or PostgreSQL)
 // to the code GET answers; a status not listed is still in progress (QUEUED).
+// A reservation's states end at its order (seed §8.1): whether the order
+// was then paid is the order's state, not the reservation's, so a paid
+// order's reservation answers ORDER_CREATED (a cancelled one CANCELLED).
 var statusCodes = map[string]string{
 	"ORDER_CREATED": CodeOrderCreated, "ORDER_REJECTED": CodeOrderRejected, "COMPENSATING": CodeOrderRejected,
-	"COMPENSATED": CodeCompensated, "CANCELLED": CodeCancelled, "PAID": CodePaid, "MANUAL_REVIEW": CodeManualReview,
+	"COMPENSATED": CodeCompensated, "CANCELLED": CodeCancelled, "MANUAL_REVIEW": CodeManualReview,
 }
 
 // StatusCode is the code GET answers for a reservation status.
@@ -86,7 +88,7 @@ var httpStatus = map[string]int{
 	CodeRateLimited: http.StatusTooManyRequests, CodeServiceUnavailable: http.StatusServiceUnavailable,
 	CodeNotFound:     http.StatusNotFound,
 	CodeOrderCreated: http.StatusOK, CodeOrderRejected: http.StatusOK, CodeCompensated: http.StatusOK,
-	CodeCancelled: http.StatusOK, CodePaid: http.StatusOK, CodeManualReview: http.StatusOK,
+	CodeCancelled: http.StatusOK, CodeManualReview: http.StatusOK,
 }
 
 // Sender sends an order-create message (the mq.Producer).

@@ -70,7 +70,7 @@ func TestBreaker(t *testing.T) {
 func TestStatusCode(t *testing.T) {
 	for status, code := range map[string]string{
 		"": CodeQueued, "RESERVED": CodeQueued, "ORDER_CREATED": CodeOrderCreated, "ORDER_REJECTED": CodeOrderRejected,
-		"COMPENSATING": CodeOrderRejected, "COMPENSATED": CodeCompensated, "CANCELLED": CodeCancelled, "PAID": CodePaid,
+		"COMPENSATING": CodeOrderRejected, "COMPENSATED": CodeCompensated, "CANCELLED": CodeCancelled,
 		"MANUAL_REVIEW": CodeManualReview,
 	} {
 		require.Equal(t, code, StatusCode(status), status)

@@ -666,7 +666,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		if err != nil || h == nil || h["user_id"] != strconv.FormatInt(user, 10) {
 			continue
 		}
-		s.write(w, answer{Code: StatusCode(h["status"]), ReservationID: id.String(), Status: h["status"], OrderID: h["order_id"]})
+		s.write(w, answer{Code: StatusCode(h["status"]), ReservationID: id.String(), Status: h["status"], OrderID: h["order_id"], Reason: h["reason_code"]})
 		return
 	}
 	// PostgreSQL, the authority, when Redis does not have it.

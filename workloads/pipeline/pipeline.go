@@ -444,6 +444,8 @@ type orderEvent struct {
 	ActivityID    int64     `json:"activity_id"`
 	SKUID         int64     `json:"sku_id"`
 	Bucket        int       `json:"bucket"`
+	// Reason: ORDER_REJECTED's reason code.
+	Reason string `json:"reason"`
 }
 
 // Run projects until ctx ends.
@@ -485,8 +487,19 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 			p.Log.Warn("projection refused", "reservation_id", ev.ReservationID, "reason", res.Reason)
 		}
 	case events.TypeOrderRejected:
-		// The compensator restores the stock; nothing to project.
-		result = "NOT_PROJECTED"
+		// The refusal is shown (GET answers ORDER_REJECTED with its reason);
+		// the compensator restores the stock.
+		res, err := p.Redis.ProjectOrderRejected(ctx, slot, ev.ReservationID, ev.Reason, time.Now())
+		if err != nil {
+			_ = p.MQ.Retry(d, time.Second)
+			return
+		}
+		result = res.Reason
+		if !res.OK() && res.Code != -1 {
+			// A lost hash is the compensator's and the reconcile job's;
+			// a conflict is recorded, not retried forever.
+			p.Log.Warn("rejection projection refused", "reservation_id", ev.ReservationID, "reason", res.Reason)
+		}
 	case cancel.TypeOrderCancelled:
 		res, err := p.Redis.ReleaseAfterCancel(ctx, slot, ev.ReservationID, ev.OrderID, time.Now(), p.terminalTTL())
 		if err != nil {

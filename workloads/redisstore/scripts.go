@@ -24,6 +24,7 @@ var (
 	scriptReserve             = mustScript("reserve")
 	scriptCompensate          = mustScript("compensate")
 	scriptProjectOrderCreated = mustScript("project_order_created")
+	scriptProjectRejected     = mustScript("project_order_rejected")
 	scriptReleaseAfterCancel  = mustScript("release_after_cancel")
 	scriptSendClaim           = mustScript("send_claim")
 	scriptSendAck             = mustScript("send_ack")
@@ -34,7 +35,7 @@ var (
 	scriptMoveOut             = mustScript("move_out")
 	scriptMoveIn              = mustScript("move_in")
 
-	allScripts = []*redis.Script{scriptReserve, scriptCompensate, scriptProjectOrderCreated,
+	allScripts = []*redis.Script{scriptReserve, scriptCompensate, scriptProjectOrderCreated, scriptProjectRejected,
 		scriptReleaseAfterCancel, scriptSendClaim, scriptSendAck, scriptSendReschedule, scriptProvision, scriptRebuildProjection, scriptRecount,
 		scriptMoveOut, scriptMoveIn}
 )

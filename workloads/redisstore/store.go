@@ -166,6 +166,18 @@ func (s *Store) ProjectOrderCreated(ctx context.Context, sl Slot, reservationID,
 	return res, nil
 }
 
+// ProjectOrderRejected runs project_order_rejected.lua: the hash shows
+// PostgreSQL's refusal and its reason until the unit is compensated.
+func (s *Store) ProjectOrderRejected(ctx context.Context, sl Slot, reservationID uuid.UUID, reason string, now time.Time) (Result, error) {
+	keys := []string{sl.Reservation(reservationID), sl.SendDue()}
+	v, err := scriptProjectRejected.Run(ctx, s.c, keys, reservationID.String(), reason, ms(now)).Result()
+	res, _, err := result(v, err)
+	if err != nil {
+		return Result{}, fmt.Errorf("running project-order-rejected script: %w", err)
+	}
+	return res, nil
+}
+
 // Rebuild is what rebuild_projection.lua writes: PostgreSQL's facts of an
 // order whose Redis reservation hash is gone.
 type Rebuild struct {

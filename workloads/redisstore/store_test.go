@@ -354,6 +354,49 @@ func TestProjectionAndRelease(t *testing.T) {
 	})
 }
 
+// ORDER_REJECTED is shown in the projection (GET answers it with its
+// reason) without touching stock or counters; the compensator then takes it
+// to COMPENSATED with the unit back, once. An order's hash is never marked
+// rejected, and a missing hash is reported, never created.
+func TestProjectRejection(t *testing.T) {
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		f := newFixture(t, c, 3, 2)
+		a := f.reserve(t, 1)
+		before := f.counters(t)
+		for i, want := range []int64{1, 2} {
+			res, err := f.s.ProjectOrderRejected(ctx, f.slot, a.ReservationID, "STOCK_EXHAUSTED", f.now)
+			require.NoError(t, err)
+			require.Equal(t, want, res.Code, "call %d", i)
+		}
+		h, err := f.s.Reservation(ctx, f.slot, a.ReservationID)
+		require.NoError(t, err)
+		require.Equal(t, "ORDER_REJECTED", h["status"])
+		require.Equal(t, "STOCK_EXHAUSTED", h["reason_code"])
+		require.Equal(t, before, f.counters(t), "stock and counters untouched")
+		res, err := f.s.Compensate(ctx, f.slot, a.ReservationID, "c", f.now, ttl)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), res.Code, "a rejected reservation is compensated")
+		require.Equal(t, redisstore.Counters{Initial: 3, Available: 3, Exists: true}, f.counters(t))
+		res, err = f.s.ProjectOrderRejected(ctx, f.slot, a.ReservationID, "STOCK_EXHAUSTED", f.now)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), res.Code, "a late rejection after compensation changes nothing")
+
+		b := f.reserve(t, 2)
+		_, err = f.s.ProjectOrderCreated(ctx, f.slot, b.ReservationID, ids.NewRandom(), f.now)
+		require.NoError(t, err)
+		res, err = f.s.ProjectOrderRejected(ctx, f.slot, b.ReservationID, "STOCK_EXHAUSTED", f.now)
+		require.NoError(t, err)
+		require.Equal(t, int64(-3), res.Code)
+
+		before = f.counters(t)
+		res, err = f.s.ProjectOrderRejected(ctx, f.slot, ids.NewRandom(), "STOCK_EXHAUSTED", f.now)
+		require.NoError(t, err)
+		require.Equal(t, int64(-1), res.Code)
+		require.Equal(t, before, f.counters(t))
+	})
+}
+
 func TestSendDueLeases(t *testing.T) {
 	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := context.Background()

@@ -49,9 +49,14 @@ verify: manifests generate ## Fail when generated code or formatting is stale.
 	@hack/check-tracked.sh
 
 .PHONY: test
-test: manifests generate vet stack-up ## Every test on the real local stack, then the sale on the real cluster (make e2e).
+test: manifests generate vet stack-up ## Every test on the real local stack, then the README's process mode (make docs-check) and the sale on the real cluster (make e2e).
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) docs-check
 	$(MAKE) e2e
+
+.PHONY: docs-check
+docs-check: stack-up ## Run the README's "Run the workloads by hand" blocks literally on the stack and reach every GET answer of its table.
+	SECKILL_DOCS_CHECK=1 go test -count=1 -v -timeout 15m ./test/readme
 
 ##@ Local stack
 

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -44,7 +45,9 @@ func runSuite(m *testing.M) int {
 		logTo = os.Stderr
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logTo)))
-	assets, err := testenv.Lookup("KUBEBUILDER_ASSETS")
+	assets, err := testenv.KubernetesAssets(30*time.Minute, func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	})
 	if err != nil {
 		panic("the real stack is not available: " + err.Error())
 	}

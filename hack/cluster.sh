@@ -113,7 +113,7 @@ build_pause() {
   [ -f "$src" ] || die "no pause.c in k8s.io/kubernetes@$version"
   mkdir -p "$DIR/images"
   gcc -Os -static -DVERSION="$version" -o "$DIR/images/pause" "$src"
-  (cd "$ROOT" && go run ./hack/image -out "$out.tmp" -name "$PAUSE_IMAGE" -file "$DIR/images/pause:/pause" -entrypoint /pause -user 65535:65535 >/dev/null)
+  (cd "$ROOT" && CGO_ENABLED=0 go run ./hack/image -out "$out.tmp" -name "$PAUSE_IMAGE" -file "$DIR/images/pause:/pause" -entrypoint /pause -user 65535:65535 >/dev/null)
   mv "$out.tmp" "$out"
 }
 
@@ -123,20 +123,23 @@ build_pause() {
 # instead of keeping a cached image of the same name.
 build_image() {
   mkdir -p "$DIR/images"
-  (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$DIR/images/seckill-operator" . \
-    && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$DIR/images/seckill" ./workloads/cmd/seckill) \
+  # One go build for both, static, with the build configuration of the
+  # Makefile (CGO_ENABLED=0, no -trimpath): the packages the tests and the
+  # demo compiled are reused, not compiled again.
+  (cd "$ROOT" && CGO_ENABLED=0 go build -ldflags "-s -w" -o "$DIR/images/" . ./workloads/cmd/seckill) \
     || die "building the image's binaries failed"
   local ref
   ref="$IMAGE_REPO:dev-$(cat "$DIR/images/seckill-operator" "$DIR/images/seckill" | sha256sum | cut -c1-12)"
-  (cd "$ROOT" && go run ./hack/image -out "$DIR/images/seckill.tar" -name "$ref" \
+  (cd "$ROOT" && CGO_ENABLED=0 go run ./hack/image -out "$DIR/images/seckill.tar" -name "$ref" \
     -file "$DIR/images/seckill-operator:/seckill-operator" -file "$DIR/images/seckill:/seckill" -entrypoint /seckill-operator) \
     || die "writing the image failed"
   echo "$ref" > "$DIR/images/seckill.ref"
 }
 
-import_images() {
+import_images() { # [tar...]: default the pause image and the project's
   local sock="$DIR/run/containerd/containerd.sock" f
-  for f in "$DIR/images/pause.tar" "$DIR/images/seckill.tar"; do
+  [ $# -gt 0 ] || set -- "$DIR/images/pause.tar" "$DIR/images/seckill.tar"
+  for f in "$@"; do
     [ -f "$f" ] && ctr --address "$sock" -n k8s.io images import --no-unpack=false "$f" >/dev/null
   done
   log "images imported: $PAUSE_IMAGE $(cat "$DIR/images/seckill.ref" 2>/dev/null)"
@@ -387,14 +390,21 @@ cmd_up() {
   install_packages
   build_binaries
   build_pause
-  [ -f "$DIR/images/seckill.ref" ] || build_image
+  # The project's image compiles while the node starts (the control plane
+  # and the kubelet mostly wait), and is imported once both are done.
+  local image_pid=""
+  if [ ! -f "$DIR/images/seckill.ref" ]; then
+    mkdir -p "$LOGS"
+    build_image > "$LOGS/image-build.log" 2>&1 9>&- &
+    image_pid=$!
+  fi
   pki
   kubeconfig
   record_host
   network_up
   advertise "$NODE_IP"
   containerd_up
-  import_images
+  if [ -n "$image_pid" ]; then import_images "$DIR/images/pause.tar"; else import_images; fi
   control_plane_up
   node_up
   # Only what listens on loopback alone needs relaying (the RocketMQ proxy
@@ -407,6 +417,10 @@ cmd_up() {
     start forward "$BIN/forward" -listen "$NODE_IP" -to 127.0.0.1 -ports "$(IFS=,; echo "${fwd[*]}")"
   fi
   kubectl label node "$NODE_NAME" node-role.kubernetes.io/seckill= --overwrite >/dev/null
+  if [ -n "$image_pid" ]; then
+    wait "$image_pid" || { cat "$LOGS/image-build.log" >&2; die "building the project's image failed (log: $LOGS/image-build.log)"; }
+    import_images "$DIR/images/seckill.tar"
+  fi
   log "up in $((SECONDS - t0))s: KUBECONFIG=$KUBECONFIG_FILE (node $NODE_NAME at $NODE_IP; the stack at $NODE_IP:{$STACK_PORTS} from pods)"
 }
 

@@ -27,8 +27,16 @@ func (f EnvFile) Password(role, user string) string {
 	if dsn == "" {
 		return ""
 	}
-	if u, err := url.Parse(dsn); err == nil && u.User != nil && u.User.Username() == user {
-		pw, _ := u.User.Password()
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		if u, err := url.Parse(dsn); err == nil && u.User != nil && u.User.Username() == user {
+			pw, _ := u.User.Password()
+			return pw
+		}
+		return ""
+	}
+	// key=value: the login DSN appended last (passwords are hex: no quote).
+	_, rest, ok := strings.Cut(dsn, " user='"+user+"' password='")
+	if pw, tail, ok2 := strings.Cut(rest, "'"); ok && ok2 && strings.TrimSpace(tail) == "" {
 		return pw
 	}
 	return ""

@@ -31,6 +31,12 @@ func TestEnvFileRoundTrip(t *testing.T) {
 	require.Empty(t, got.Password(pgroles.Gateway, "seckill_cd_gateway"), "another activity's role")
 	require.Empty(t, got.Password(pgroles.Relay, "seckill_ab_relay"), "not in the file")
 
+	// A key=value DSN as DSN writes it keeps its password too.
+	kv, err := pgroles.DSN("host=db dbname=seckill sslmode=verify-full", "seckill_ab_relay", "0a1b2c")
+	require.NoError(t, err)
+	require.Equal(t, "0a1b2c", pgroles.EnvFile{pgroles.Relay: kv}.Password(pgroles.Relay, "seckill_ab_relay"))
+	require.Empty(t, pgroles.EnvFile{pgroles.Relay: kv}.Password(pgroles.Relay, "seckill_cd_relay"))
+
 	missing, err := pgroles.ReadEnvFile(filepath.Join(t.TempDir(), "none.env"))
 	require.NoError(t, err)
 	require.Empty(t, missing)

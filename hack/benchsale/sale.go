@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill-operator/hack/salekit"
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
@@ -390,7 +391,10 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		return nil, err
 	}
 	r.settled = time.Duration((last - float64(start.UnixNano())/1e9) * float64(time.Second))
-	r.checks = invariants(ctx, pool, rs, activity, c, queued.Load(), int64(r.codes[gateway.CodeQueued]+r.codes[gateway.CodeSoldOut]))
+	r.checks, err = saleChecks(ctx, pool, rs, activity, c, queued.Load(), int64(r.codes[gateway.CodeQueued]+r.codes[gateway.CodeSoldOut]))
+	if err != nil {
+		return nil, err
+	}
 	// The load itself: each buyer's request sent once (a second would be a
 	// replay, counted as a second QUEUED).
 	r.checks = append(r.checks, check{"each buyer's request sent once", r.offered == c.requests, fmt.Sprintf("%d sent of %d", r.offered, c.requests)})
@@ -402,42 +406,31 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	return r, nil
 }
 
-// invariants are the sale's promises, read from PostgreSQL and Redis.
-func invariants(ctx context.Context, pool *pgxpool.Pool, rs *redisstore.Store, activity int64, c config, queued, answered int64) []check {
-	var orders, dupRes, dupUsers, delta, committed, terminal int64
-	_ = pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM orders WHERE activity_id = $1),
-		(SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY reservation_id HAVING count(*) > 1) d),
-		(SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY sku_id, user_id HAVING count(*) > 1) d),
-		(SELECT coalesce(sum(initial_stock - available_stock - occupied_stock - sold_stock), 0) FROM sku_inventory WHERE activity_id = $1),
-		(SELECT coalesce(sum(occupied_stock + sold_stock), 0) FROM sku_inventory WHERE activity_id = $1),
-		(SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status IN ('ORDER_CREATED', 'COMPENSATED', 'CANCELLED', 'MANUAL_REVIEW'))`,
-		activity).Scan(&orders, &dupRes, &dupUsers, &delta, &committed, &terminal)
-	var total redisstore.Counters
-	var redisErr error
-	for _, sl := range redisstore.Slots(activity, sku, c.buckets) {
-		cs, err := rs.ReadCounters(ctx, sl)
-		if err != nil {
-			redisErr = err
-		}
-		total = total.Add(cs)
+// saleChecks are the sale's promises: every invariant (package invariants,
+// the sale settled) and what this load owes its buyers.
+func saleChecks(ctx context.Context, pool *pgxpool.Pool, rs *redisstore.Store, activity int64, c config, queued, answered int64) ([]check, error) {
+	rep, err := invariants.Await(ctx, invariants.Sources{Pool: pool, Redis: rs}, activity,
+		[]invariants.SKU{{ID: sku, Buckets: c.buckets}}, invariants.Expect{Settled: true}, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var orders, reservations int64
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE activity_id = $1),
+		(SELECT count(*) FROM inventory_reservation WHERE activity_id = $1)`, activity).Scan(&orders, &reservations); err != nil {
+		return nil, fmt.Errorf("reading the orders: %w", err)
 	}
 	// Buyers with a final answer (QUEUED, SOLD_OUT) are owed an order while
 	// stock lasts: a SOLD_OUT with units left is stranded stock. A buyer
 	// told 503 would retry with the same request id; the load generator
 	// does not, so those are left out.
 	want := min(answered, c.stock)
-	return []check{
-		{"every unit sold or every answered buyer served", orders == want, fmt.Sprintf("%d orders, want %d (%d buyers answered QUEUED or SOLD_OUT)", orders, want, answered)},
-		{"no oversell", orders <= c.stock, fmt.Sprintf("%d <= %d", orders, c.stock)},
-		{"one order per reservation", dupRes == 0, fmt.Sprintf("%d duplicates", dupRes)},
-		{"one order per user", dupUsers == 0, fmt.Sprintf("%d duplicates", dupUsers)},
-		{"PostgreSQL stock conserved", delta == 0, fmt.Sprintf("delta %d", delta)},
-		{"Redis stock conserved, nothing in transit", redisErr == nil && total.Delta() == 0 && total.InTransit() == 0,
-			fmt.Sprintf("delta %d, in transit %d, err %v", total.Delta(), total.InTransit(), redisErr)},
-		{"Redis committed = PostgreSQL occupied + sold", total.Committed == committed, fmt.Sprintf("%d = %d", total.Committed, committed)},
-		{"every QUEUED reservation terminal", terminal == queued && total.OpenReserved == 0, fmt.Sprintf("%d of %d, %d open", terminal, queued, total.OpenReserved)},
+	rep.Add("every unit sold or every answered buyer served", orders == want, "%d orders, want %d (%d buyers answered QUEUED or SOLD_OUT)", orders, want, answered)
+	rep.Add("every QUEUED reservation recorded in PostgreSQL", reservations == queued, "%d of %d", reservations, queued)
+	out := make([]check, 0, len(rep.Checks))
+	for _, ch := range rep.Checks {
+		out = append(out, check{ch.Name, ch.OK, ch.Got})
 	}
+	return out, nil
 }
 
 // openReserved is the SKU's reservations Redis still holds open (-1 when

@@ -28,6 +28,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -74,6 +75,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	}
 	activity := time.Now().Unix()
 	skus := []int64{90001, 90002}
+	demoSKUs := []invariants.SKU{{ID: 90001, Buckets: nBuckets}, {ID: 90002, Buckets: nBuckets}}
 	redisStock := map[int64]int64{90001: pgStock, 90002: pgStock + pgStock/10} // 90002: Redis drifted above PostgreSQL
 	tokenKey := salekit.RandomHex(32)
 	common := []string{
@@ -227,24 +229,11 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	elapsed := time.Since(start)
 	fmt.Printf("\n%d HTTP requests from %d buyers in %s (%.0f req/s)\n", len(results), buyers, elapsed.Round(time.Millisecond), float64(len(results))/elapsed.Seconds())
 
-	// Convergence: every QUEUED reservation reaches a terminal state.
-	deadline := time.Now().Add(2 * time.Minute)
-	var open int64
-	for time.Now().Before(deadline) {
-		open = 0
-		for _, sku := range skus {
-			for _, sl := range redisstore.Slots(activity, sku, nBuckets) {
-				c, _ := rs.ReadCounters(ctx, sl)
-				open += c.OpenReserved
-			}
-		}
-		var pending int
-		_ = pool.QueryRow(ctx, `SELECT count(*) FROM compensation_task t JOIN inventory_reservation r USING (reservation_id)
-			WHERE r.activity_id = $1 AND t.status NOT IN ('APPLIED', 'VERIFIED', 'MANUAL')`, activity).Scan(&pending)
-		if open == 0 && pending == 0 {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	// Convergence: every QUEUED reservation reaches a terminal state and its
+	// compensation, if any, is done (the invariants judge it at the end).
+	src := invariants.Sources{Pool: pool, Redis: rs}
+	if _, err := invariants.Await(ctx, src, activity, demoSKUs, invariants.Expect{Settled: true}, 2*time.Minute); err != nil {
+		return err
 	}
 	converged := time.Since(start)
 
@@ -263,14 +252,18 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		fmt.Printf("  %-22s %d\n", k, codes[k])
 	}
 	var sold, rejected, compensated, manual int
-	_ = pool.QueryRow(ctx, `SELECT
+	if err := pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM orders WHERE activity_id = $1),
 		(SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status IN ('ORDER_REJECTED', 'COMPENSATING', 'COMPENSATED')),
 		(SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status = 'COMPENSATED'),
-		(SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status = 'MANUAL_REVIEW')`, activity).Scan(&sold, &rejected, &compensated, &manual)
+		(SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status = 'MANUAL_REVIEW')`, activity).Scan(&sold, &rejected, &compensated, &manual); err != nil {
+		return fmt.Errorf("reading the outcome: %w", err)
+	}
 	var p50, p99 float64
-	_ = pool.QueryRow(ctx, `SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0), coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0)
-		FROM (SELECT extract(epoch FROM o.created_at - r.reserved_at) * 1000 AS ms FROM orders o JOIN inventory_reservation r USING (reservation_id) WHERE o.activity_id = $1) x`, activity).Scan(&p50, &p99)
+	if err := pool.QueryRow(ctx, `SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0), coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0)
+		FROM (SELECT extract(epoch FROM o.created_at - r.reserved_at) * 1000 AS ms FROM orders o JOIN inventory_reservation r USING (reservation_id) WHERE o.activity_id = $1) x`, activity).Scan(&p50, &p99); err != nil {
+		return fmt.Errorf("reading reservation → order latency: %w", err)
+	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	fmt.Printf("\norders created          %d\nrejected by PostgreSQL  %d (compensated in Redis: %d, manual review: %d)\n", sold, rejected, compensated, manual)
 	fmt.Printf("reserve latency (HTTP)  p50 %s  p99 %s\n", lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond))
@@ -320,79 +313,46 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 		}(o)
 	}
 	pwg.Wait()
+	// Every order ends PAID or CANCELLED, and the sale settles again.
 	payDeadline := time.Now().Add(paymentWindow + 90*time.Second)
 	var unsettled int
-	for time.Now().Before(payDeadline) {
-		_ = pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status IN ('CREATED', 'PAYING', 'CANCEL_PENDING')`, activity).Scan(&unsettled)
-		var projected bool
-		_ = pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM event_outbox WHERE status <> 'SENT')`).Scan(&projected)
-		if unsettled == 0 && projected {
+	for {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status IN ('CREATED', 'PAYING', 'CANCEL_PENDING')`, activity).Scan(&unsettled); err != nil {
+			return fmt.Errorf("reading the open orders: %w", err)
+		}
+		if unsettled == 0 || !time.Now().Before(payDeadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // the projector applies the last events
-	var paid, cancelled, refunding, paidCancelled int
-	_ = pool.QueryRow(ctx, `SELECT
+	report, err := invariants.Await(ctx, src, activity, demoSKUs, invariants.Expect{Settled: true}, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	var paid, cancelled, refunding int
+	if err := pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'PAID'),
 		(SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCELLED'),
-		(SELECT count(*) FROM payment_record p JOIN orders o USING (order_id) WHERE o.activity_id = $1 AND p.status = 'REFUNDING'),
-		(SELECT count(*) FROM payment_record p JOIN orders o USING (order_id) WHERE o.activity_id = $1 AND o.status = 'CANCELLED' AND p.status = 'SUCCESS')`,
-		activity).Scan(&paid, &cancelled, &refunding, &paidCancelled)
+		(SELECT count(*) FROM payment_record p JOIN orders o USING (order_id) WHERE o.activity_id = $1 AND p.status = 'REFUNDING')`,
+		activity).Scan(&paid, &cancelled, &refunding); err != nil {
+		return fmt.Errorf("reading how the orders ended: %w", err)
+	}
 	fmt.Printf("\nhow the orders ended\n  PAID                   %d\n  CANCELLED              %d (%d of them tried to pay after the timeout and were refused by the channel)\n  paid after cancel      %d (refund flow)\n  still open             %d\n",
 		paid, cancelled, refused, refunding, unsettled)
 	if payErrors > 0 {
 		fmt.Printf("  payment calls that failed otherwise: %d\n", payErrors)
 	}
 
-	// Invariants.
-	var total redisstore.Counters
-	for _, sku := range skus {
-		for _, sl := range redisstore.Slots(activity, sku, nBuckets) {
-			c, err := rs.ReadCounters(ctx, sl)
-			if err != nil {
-				return err
-			}
-			total = total.Add(c)
-		}
+	// Invariants (package invariants), and what this sale promised besides.
+	var accounted int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM inventory_reservation WHERE activity_id = $1`, activity).Scan(&accounted); err != nil {
+		return fmt.Errorf("reading the reservations: %w", err)
 	}
-	var pgDelta, pgCommitted, pgSold, pgOccupied, dupUsers, dupRes, terminal int64
-	_ = pool.QueryRow(ctx, `SELECT coalesce(sum(initial_stock - available_stock - occupied_stock - sold_stock), 0), coalesce(sum(occupied_stock + sold_stock), 0),
-		coalesce(sum(sold_stock), 0), coalesce(sum(occupied_stock), 0) FROM sku_inventory WHERE activity_id = $1`, activity).Scan(&pgDelta, &pgCommitted, &pgSold, &pgOccupied)
-	// Valid orders: a cancelled order gave its unit back to the sale (another
-	// buyer may hold it now), so it does not count against the stock.
-	var validMax int64
-	_ = pool.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM orders WHERE activity_id = $1
-		AND status NOT IN ('CANCELLED', 'REFUNDED') GROUP BY sku_id) v`, activity).Scan(&validMax)
-	_ = pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY sku_id, user_id HAVING count(*) > 1) d`, activity).Scan(&dupUsers)
-	_ = pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY reservation_id HAVING count(*) > 1) d`, activity).Scan(&dupRes)
-	_ = pool.QueryRow(ctx, `SELECT count(*) FROM inventory_reservation WHERE activity_id = $1 AND status IN ('ORDER_CREATED', 'COMPENSATED', 'CANCELLED', 'MANUAL_REVIEW')`, activity).Scan(&terminal)
-	checks := []struct {
-		name string
-		ok   bool
-		got  string
-	}{
-		{"no oversell: valid orders of a SKU <= its PostgreSQL stock", validMax <= pgStock, fmt.Sprintf("%d <= %d", validMax, pgStock)},
-		{"one order per user and SKU", dupUsers == 0, fmt.Sprintf("%d duplicates", dupUsers)},
-		{"one order per reservation", dupRes == 0, fmt.Sprintf("%d duplicates", dupRes)},
-		{"PostgreSQL: initial = available + occupied + sold", pgDelta == 0, fmt.Sprintf("delta %d", pgDelta)},
-		{"Redis: initial = available + open_reserved + committed, nothing in transit between buckets", total.Delta() == 0 && total.InTransit() == 0,
-			fmt.Sprintf("%d = %d + %d + %d, %d moved between buckets, %d in transit", total.Initial, total.Available, total.OpenReserved, total.Committed, total.MovedIn, total.InTransit())},
-		{"Redis committed = PostgreSQL occupied + sold", total.Committed == pgCommitted, fmt.Sprintf("%d = %d", total.Committed, pgCommitted)},
-		{"every QUEUED reservation reached a terminal state", terminal == int64(len(accepted)) && open == 0, fmt.Sprintf("%d of %d", terminal, len(accepted))},
-		{"every order ended PAID or CANCELLED", unsettled == 0 && paid+cancelled == sold, fmt.Sprintf("%d + %d = %d", paid, cancelled, sold)},
-		{"no cancelled order keeps a successful payment", paidCancelled == 0, fmt.Sprintf("%d", paidCancelled)},
-		{"PostgreSQL sold = paid orders, nothing left occupied", pgSold == int64(paid) && pgOccupied == 0, fmt.Sprintf("sold %d, occupied %d", pgSold, pgOccupied)},
-	}
-	failed := false
-	fmt.Println("\ninvariants")
-	for _, c := range checks {
-		mark := "ok  "
-		if !c.ok {
-			mark, failed = "FAIL", true
-		}
-		fmt.Printf("  %s %-55s %s\n", mark, c.name, c.got)
-	}
+	report.Add("every QUEUED reservation recorded in PostgreSQL", accounted == int64(len(accepted)), "%d of %d", accounted, len(accepted))
+	report.Add("every order ended PAID or CANCELLED", unsettled == 0 && paid+cancelled == sold, "%d + %d = %d", paid, cancelled, sold)
+	fmt.Println("\ninvariants (PostgreSQL and Redis)")
+	fmt.Print(report.String())
+	failed := !report.OK()
 	// The safety net on the sale that just ran, as the operator's final Job runs it.
 	fmt.Println("\nreconcile job (seckill reconcile -final, the operator's final Job)")
 	rec := salekit.Cmd(bin, roles.Env("reconcile", common), "reconcile", "-final", "-watermark-lag", "0s")

@@ -56,10 +56,10 @@ func TestASettledSaleHoldsEveryInvariant(t *testing.T) {
 // sale is held to "nothing in flight".
 func TestEachBrokenInvariantFails(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, s *testsale.Sale, rids []string)
-		exp   invariants.Expect
-		fails []string
+		exp    invariants.Expect
+		fails  []string
 	}{
 		{"a unit taken without an order or ledger entry", func(t *testing.T, s *testsale.Sale, _ []string) {
 			s.Exec(t, `UPDATE sku_inventory SET available_stock = available_stock + 1, occupied_stock = occupied_stock - 1 WHERE activity_id = $1`, s.Activity)

@@ -123,9 +123,6 @@ func (c *Consumer) batchTx(ctx context.Context, items []Item, hashes [][]byte, r
 		return alone, fmt.Errorf("%w: %w", errCommit, err)
 	}
 	if err := c.afterCommit(); err != nil {
-		if errors.Is(err, errCommit) {
-			return alone, err
-		}
 		for i := range res {
 			if !alone[i] {
 				res[i] = Result{Outcome: Outcome{Action: Retry}, Err: err}

@@ -124,30 +124,6 @@ func TestBatchRetriesATransientFailureAlone(t *testing.T) {
 	require.EqualValues(t, 1, flaky.Batches.FellBack.Load())
 }
 
-// A lost COMMIT response is verified message by message: all acknowledged,
-// and the redelivered batch finds every message done.
-func TestBatchCommitResponseLostIsVerified(t *testing.T) {
-	b := setup(t, 10)
-	lossy := *b.c
-	lossy.Failpoint = func(name string) error {
-		if name == "during_commit_response" {
-			return errors.New("connection reset during COMMIT")
-		}
-		return nil
-	}
-	items := b.batch(t, 1, 2, 3)
-	for i, r := range lossy.ConsumeBatch(context.Background(), items) {
-		require.NoError(t, r.Err, "message %d verified as committed", i)
-		require.Equal(t, orderstore.ResultOrderCreated, r.Outcome.Result)
-	}
-	for i, r := range b.c.ConsumeBatch(context.Background(), items) {
-		require.NoError(t, r.Err)
-		require.True(t, r.Outcome.Redelivered, "message %d", i)
-	}
-	require.Equal(t, stock{10, 7, 3, 0}, b.stock(t))
-	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM orders`))
-}
-
 // A crash between the batch's commit and its acknowledgements: every message
 // is redelivered and the inbox answers each with the recorded outcome.
 func TestBatchCommittedButNotAcknowledged(t *testing.T) {

@@ -103,9 +103,10 @@ type Consumer struct {
 	// Now is the clock (injectable for tests).
 	Now func() time.Time
 	// Failpoint, when set, is called at the named points of seed §13.3
-	// (after_inbox_insert, after_pg_stock_decrement, after_order_insert,
-	// during_commit_response, after_pg_commit_before_ack); an error it
-	// returns aborts the step there. The failpoints build of the binary exits
+	// (after_inbox_insert, after_order_insert, after_pg_stock_decrement,
+	// after_pg_commit_before_ack; during_commit_response is a lost answer
+	// on the wire, injected by pgproxy); an error it returns aborts the
+	// step there. The failpoints build of the binary exits
 	// the process instead, like a kill -9.
 	Failpoint func(name string) error
 	// Batches, when set, counts ConsumeBatch's paths.
@@ -156,8 +157,8 @@ func (c *Consumer) fail(name string) error {
 }
 
 // Consume processes one order-create message exactly once in business
-// effect: inbox first, then the reservation row, final stock, the order, the
-// reservation CAS, the ledger and the outbox, all in one transaction. raw is
+// effect: inbox first, then the reservation row, the order, the final stock,
+// the reservation CAS, the ledger and the outbox, all in one transaction. raw is
 // the message body as received; its hash detects a reused id.
 func (c *Consumer) Consume(ctx context.Context, msg events.OrderCreateRequested, raw []byte) (Outcome, error) {
 	hash := sha256.Sum256(raw)
@@ -189,20 +190,17 @@ func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequeste
 	return out, nil
 }
 
-// afterCommit runs the failpoints between a COMMIT and the acknowledgement.
+// afterCommit runs the failpoint between a COMMIT and the acknowledgement:
+// committed, not acknowledged — the redelivery meets the inbox row. (A
+// COMMIT whose answer is lost, seed §13.3's during_commit_response, is a
+// network fault: pgproxy loses it for real and resolveCommit decides.)
 func (c *Consumer) afterCommit() error {
-	if err := c.fail("during_commit_response"); err != nil {
-		// The COMMIT went through but its response is lost: the caller sees
-		// an error and must verify (seed §9.8).
-		return fmt.Errorf("%w: %w", errCommit, err)
-	}
-	// Committed, not acknowledged: the redelivery meets the inbox row.
 	return c.fail("after_pg_commit_before_ack")
 }
 
 // apply runs one message's statements in tx: inbox first, then the
-// reservation row, final stock, the order, the reservation CAS, the ledger
-// and the outbox; the inbox row is finished with the outcome.
+// reservation row, the order, the final stock, the reservation CAS, the
+// ledger and the outbox; the inbox row is finished with the outcome.
 func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
 	var owned uuid.UUID
 	err := tx.QueryRow(ctx, qInboxInsert, c.Group, msg.MessageID, names.TopicOrderCreate, msg.EventType,
@@ -247,36 +245,33 @@ func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateR
 	if err := tail.run(ctx, tx); err != nil {
 		return Outcome{Action: Retry}, err
 	}
+	// Every statement has run; the COMMIT is next (the set-wise path's
+	// stock update is its last statement).
+	if err := c.fail("after_pg_stock_decrement"); err != nil {
+		return Outcome{Action: Retry}, err
+	}
 	return out, nil
 }
 
+// createOrReject is one RESERVED message's order, in the statement order
+// every path shares (the set-wise path's, batchFast): the order first (one
+// per user: a user who holds one is rejected, nothing taken), then the
+// final stock decrement (none left: the order is withdrawn in this same
+// transaction, so no one ever sees it), then the writes that follow. So each
+// failpoint names one state on every path: after_order_insert — the order
+// row, no unit taken; after_pg_stock_decrement — every statement run, the
+// COMMIT next.
 func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, tail *writes) (Outcome, error) {
 	if late, err := c.lateAndEnforced(ctx, tx, msg); err != nil {
 		return Outcome{Action: Retry}, err
 	} else if late {
 		return c.reject(msg, tail, ReasonDeadlineExceeded)
 	}
-	var left int64
-	err := tx.QueryRow(ctx, qStockOccupy, msg.ActivityID, msg.SKUID).Scan(&left)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c.reject(msg, tail, ReasonStockExhausted)
-	}
-	if err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("occupying stock: %w", err)
-	}
-	if err := c.fail("after_pg_stock_decrement"); err != nil {
-		return Outcome{Action: Retry}, err
-	}
 	orderID := ids.NewRandom()
 	var inserted uuid.UUID
-	err = tx.QueryRow(ctx, qOrderInsert, orderID, msg.ActivityID, msg.SKUID, msg.UserID, msg.RequestID,
+	err := tx.QueryRow(ctx, qOrderInsert, orderID, msg.ActivityID, msg.SKUID, msg.UserID, msg.RequestID,
 		msg.ReservationID, c.fallbackWindow()).Scan(&inserted)
 	if errors.Is(err, pgx.ErrNoRows) {
-		// The user already holds an order: give the unit back in this same
-		// transaction, so no one ever sees it taken.
-		if _, err := tx.Exec(ctx, qStockRestore, msg.ActivityID, msg.SKUID); err != nil {
-			return Outcome{Action: Retry}, fmt.Errorf("restoring stock: %w", err)
-		}
 		return c.reject(msg, tail, ReasonAlreadyPurchased)
 	}
 	if err != nil {
@@ -284,6 +279,21 @@ func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.Ord
 	}
 	if err := c.fail("after_order_insert"); err != nil {
 		return Outcome{Action: Retry}, err
+	}
+	var left int64
+	err = tx.QueryRow(ctx, qStockOccupy, msg.ActivityID, msg.SKUID).Scan(&left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		tag, err := tx.Exec(ctx, qOrderWithdraw, orderID)
+		if err != nil {
+			return Outcome{Action: Retry}, fmt.Errorf("withdrawing an order without stock: %w", err)
+		}
+		if err := onlyOneOrder(tag); err != nil {
+			return Outcome{Action: Retry}, err
+		}
+		return c.reject(msg, tail, ReasonStockExhausted)
+	}
+	if err != nil {
+		return Outcome{Action: Retry}, fmt.Errorf("occupying stock: %w", err)
 	}
 	return c.created(msg, orderID, tail), nil
 }
@@ -430,29 +440,72 @@ func (c *Consumer) duplicate(ctx context.Context, tx pgx.Tx, msg events.OrderCre
 	return Outcome{Action: Ack, Result: result, OrderID: deref(orderID), Redelivered: true}, nil
 }
 
-// resolveCommit decides an unknown commit by reading the inbox on a fresh
-// connection (seed §9.8): present with the same hash → committed (ACK);
-// absent → not committed (RETRY, the same id redoes it); unreadable →
-// unknown (RETRY, never compensated).
+// resolveCommit decides an unknown commit by reading, on a fresh
+// connection, what the message's transaction left (seed §9.8):
+//   - nothing: not committed (RETRY; the same id redoes it);
+//   - its inbox row with the same hash, and the rest of the transaction
+//     with it (an ORDER_CREATED's order, OCCUPY ledger entry and reservation
+//     state; an ORDER_REJECTED's reservation state and compensation task):
+//     committed (ACK);
+//   - the inbox row without its outcome, or without the rest: a commit that
+//     left half a transaction — MANUAL (quarantined with the evidence,
+//     never acknowledged as success, never compensated);
+//   - another hash under the id: a payload conflict (MANUAL);
+//   - unreadable (PostgreSQL unreachable): still unknown (RETRY, never
+//     compensated; the redelivery meets the inbox row or redoes it).
 func (c *Consumer) resolveCommit(ctx context.Context, msg events.OrderCreateRequested, hash []byte, commitErr error) (Outcome, error) {
 	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	var prior []byte
-	var result string
-	var orderID *uuid.UUID
-	err := c.Pool.QueryRow(vctx, qInboxGet, c.Group, msg.MessageID).Scan(&prior, &result, &orderID)
+	var v committed
+	err := c.Pool.QueryRow(vctx, qCommitVerify, c.Group, msg.MessageID).Scan(&v.hash, &v.result, &v.orderID,
+		&v.order, &v.ledger, &v.reservation, &v.compensation)
 	switch {
-	case err == nil && !bytes.Equal(prior, hash):
-		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: message %s", ErrPayloadConflict, msg.MessageID)
-	case err == nil && result == "PROCESSING":
-		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: inbox row of %s committed without its outcome", ErrStateConflict, msg.MessageID)
-	case err == nil:
-		return Outcome{Action: Ack, Result: result, OrderID: deref(orderID)}, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return Outcome{Action: Retry}, fmt.Errorf("%w (not committed): %w", ErrCommitUnknown, commitErr)
-	default:
+	case err != nil:
 		return Outcome{Action: Retry}, fmt.Errorf("%w (verification failed: %w): %w", ErrCommitUnknown, err, commitErr)
+	case !bytes.Equal(v.hash, hash):
+		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: message %s", ErrPayloadConflict, msg.MessageID)
 	}
+	if missing := v.incomplete(); missing != "" {
+		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: the inbox row of %s is committed (%s) but %s",
+			ErrStateConflict, msg.MessageID, v.result, missing)
+	}
+	return Outcome{Action: Ack, Result: v.result, OrderID: deref(v.orderID)}, nil
+}
+
+// committed is what commit_verify.sql read of a message's transaction.
+type committed struct {
+	hash                        []byte
+	result, reservation         string
+	orderID                     *uuid.UUID
+	order, ledger, compensation bool
+}
+
+// incomplete names what a committed inbox row lacks of its transaction
+// ("" when it is whole).
+func (v committed) incomplete() string {
+	switch v.result {
+	case "PROCESSING":
+		return "without its outcome"
+	case ResultOrderCreated:
+		switch {
+		case !v.order:
+			return "its order is missing"
+		case !v.ledger:
+			return "its ledger entry is missing"
+		case v.reservation != "ORDER_CREATED" && v.reservation != "CANCELLED":
+			return "its reservation is " + v.reservation
+		}
+	case ResultOrderRejected:
+		switch {
+		case v.reservation != "ORDER_REJECTED" && v.reservation != "COMPENSATING" && v.reservation != "COMPENSATED":
+			return "its reservation is " + v.reservation
+		case !v.compensation:
+			return "its compensation task is missing"
+		}
+	}
+	return ""
 }
 
 func deref(id *uuid.UUID) uuid.UUID {

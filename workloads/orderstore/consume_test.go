@@ -276,26 +276,3 @@ func TestFailpointsBeforeCommitRollBack(t *testing.T) {
 	}
 }
 
-// A lost COMMIT response: the transaction committed, the consumer saw an
-// error, verified through the inbox on a fresh connection and acks.
-func TestCommitResponseLostIsVerified(t *testing.T) {
-	b := setup(t, 5)
-	m, raw := b.message(t, 3)
-	lossy := *b.c
-	lossy.Failpoint = func(name string) error {
-		if name == "during_commit_response" {
-			return errors.New("connection reset during COMMIT")
-		}
-		return nil
-	}
-	out, err := lossy.Consume(context.Background(), m, raw)
-	require.NoError(t, err, "verified as committed")
-	require.Equal(t, orderstore.Ack, out.Action)
-	require.Equal(t, orderstore.ResultOrderCreated, out.Result)
-	require.Equal(t, stock{5, 4, 1, 0}, b.stock(t))
-	// The broker redelivers anyway: still one order.
-	out, err = b.c.Consume(context.Background(), m, raw)
-	require.NoError(t, err)
-	require.Equal(t, orderstore.Ack, out.Action)
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM orders`))
-}

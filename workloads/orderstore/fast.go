@@ -124,9 +124,6 @@ func (c *Consumer) batchFast(ctx context.Context, items []Item, hashes [][]byte)
 	}
 	res := make([]Result, len(fi))
 	after := c.afterCommit()
-	if errors.Is(after, errCommit) {
-		return nil, after
-	}
 	for i, f := range fi {
 		res[i] = Result{Outcome: f.out}
 		if after != nil {

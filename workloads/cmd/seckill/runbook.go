@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
@@ -43,7 +44,7 @@ verbs:
                     unfreeze, none (the decision needs no action), reject (no action; closed REJECTED)
   unfreeze   lift a freeze: the remembered state comes back
              -reservation ID -operator NAME -approver NAME -reason TEXT [-incident ID]
-  verify     step 6: the invariant queries; exit 1 when any returns a row  [-activity-id N]
+  verify     step 6: every invariant in PostgreSQL and Redis; exit 1 when one is broken  -activity-id N -skus sku:buckets [-settled]
 
 Every verb takes -pg-dsn (and -redis-addrs/-redis-mode where Redis is read) like the workloads.
 `
@@ -77,11 +78,12 @@ func runRunbook(ctx context.Context, args []string) error {
 		providerURL = fs.String("provider-url", "", "evidence: payment channel base URL")
 		providerNm  = fs.String("provider-name", "sim", "evidence: payment channel name")
 		logs        = fs.String("logs", "", "evidence: comma-separated log files to search")
+		settled     = fs.Bool("settled", false, "verify: the sale is over — nothing may be in flight (open reservations, unsent events, pending compensations)")
 	)
 	if err := fs.Parse(rest); err != nil {
 		return usageError{err}
 	}
-	needRedis := verb == "evidence" || verb == "resolve"
+	needRedis := verb == "evidence" || verb == "resolve" || verb == "verify"
 	if err := c.Check(config.Need{PG: true, Redis: needRedis}); err != nil {
 		return usageError{err}
 	}
@@ -241,15 +243,27 @@ func runRunbook(ctx context.Context, args []string) error {
 		}
 		return printJSON(out, t)
 	case "verify":
-		v, err := runbook.Verify(ctx, pool, c.ActivityID)
+		rdb, err := openRedis(ctx, &c, &closers)
+		if err != nil {
+			return err
+		}
+		var skus []invariants.SKU // none named: found in PostgreSQL and Redis
+		named, err := c.SKUBuckets()
+		if err != nil {
+			return usageError{err}
+		}
+		for _, s := range named {
+			skus = append(skus, invariants.SKU{ID: s.ID, Buckets: s.Buckets})
+		}
+		v, err := runbook.Verify(ctx, pool, redisstore.New(rdb), c.ActivityID, skus, *settled)
 		if err != nil {
 			return err
 		}
 		if err := printJSON(out, v); err != nil {
 			return err
 		}
-		if !v.Clean() {
-			return fmt.Errorf("%d invariant violations", len(v.Violations))
+		if failed := v.Failed(); len(failed) > 0 {
+			return fmt.Errorf("%d invariants broken: %s", len(failed), strings.Join(failed, "; "))
 		}
 		return nil
 	}

@@ -1,5 +1,6 @@
--- OrderWithdraw: in a batch, an order inserted before the stock was taken
--- whose unit did not come (the SKU ran out within the batch) is removed in
--- the same transaction; no one else ever saw it.
+-- OrderWithdraw: an order inserted before its unit was taken (the order
+-- transaction inserts the order, then takes the stock, on every path) whose
+-- unit did not come (the SKU ran out) is removed in the same transaction;
+-- no one else ever saw it.
 DELETE FROM orders
 WHERE order_id = $1 AND status = 'CREATED';

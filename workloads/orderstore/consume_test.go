@@ -275,4 +275,3 @@ func TestFailpointsBeforeCommitRollBack(t *testing.T) {
 		})
 	}
 }
-

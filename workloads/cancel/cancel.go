@@ -73,6 +73,11 @@ type Canceller struct {
 	// Wait is how long a paused or frozen timer waits before it looks
 	// again (default 1 min).
 	Wait time.Duration
+	// Failpoint, when set, is called at after_cancel_pending (seed §13.3:
+	// the order committed CANCEL_PENDING, the channel not yet asked); an
+	// error it returns ends the attempt there. The failpoints build exits
+	// the process there.
+	Failpoint func(name string) error
 }
 
 func (c *Canceller) wait() time.Duration {
@@ -145,6 +150,11 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 		}
 		if err != nil {
 			return Outcome{}, fmt.Errorf("marking order %s CANCEL_PENDING: %w", order, err)
+		}
+		if c.Failpoint != nil {
+			if err := c.Failpoint("after_cancel_pending"); err != nil {
+				return Outcome{}, err
+			}
 		}
 	}
 	// Outside any transaction: close the payment at the channel.

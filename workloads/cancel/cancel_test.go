@@ -2,6 +2,7 @@ package cancel_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"sync"
@@ -240,4 +241,38 @@ func TestPausedTimerIsRearmedOnce(t *testing.T) {
 	}(), "paused: nothing cancelled")
 	// A re-armed timer re-arms under its own id: a chain, never a fan-out.
 	require.NotEqual(t, cancel.RearmID("timer-message-1"), cancel.RearmID(cancel.RearmID("timer-message-1").String()))
+}
+
+// Seed §13.3 after_cancel_pending: the canceller dies with the order
+// committed CANCEL_PENDING, before asking the channel. The order holds its
+// unit; a payment may still win; the next timer finishes the cancel once.
+func TestCrashAfterCancelPending(t *testing.T) {
+	pool := testenv.Database(t)
+	sim := &provider.Sim{ProviderName: "sim"}
+	crashing := &cancel.Canceller{Pool: pool, Channel: sim, Payments: &payment.Store{Pool: pool}, Failpoint: func(name string) error {
+		if name == "after_cancel_pending" {
+			return errors.New("crash at " + name)
+		}
+		return nil
+	}}
+	c := &cancel.Canceller{Pool: pool, Channel: sim, Payments: &payment.Store{Pool: pool}}
+	ctx := context.Background()
+	activity, list := orders(t, pool, 2, time.Hour)
+	_, err := pool.Exec(ctx, `UPDATE orders SET expires_at = now() - interval '1 second' WHERE activity_id = $1`, activity)
+	require.NoError(t, err)
+	for _, o := range list {
+		_, err := crashing.Handle(ctx, o)
+		require.Error(t, err)
+	}
+	require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM orders WHERE activity_id = $1 AND status = 'CANCEL_PENDING'`, activity))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM sku_inventory WHERE activity_id = $1 AND occupied_stock = 2`, activity))
+
+	// The buyer of the second order pays meanwhile: the payment wins.
+	_, err = sim.Pay(ctx, list[1], 100, "CNY")
+	require.NoError(t, err)
+	require.Equal(t, cancel.Cancelled, untilDone(t, c, list[0]))
+	require.Equal(t, cancel.PaidInstead, untilDone(t, c, list[1]))
+	require.Equal(t, cancel.Finished, untilDone(t, c, list[0]))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM inventory_ledger WHERE order_id = $1 AND entry_type = 'RELEASE'`, list[0]))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM sku_inventory WHERE activity_id = $1 AND available_stock = 1 AND occupied_stock = 0 AND sold_stock = 1`, activity))
 }

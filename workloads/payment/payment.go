@@ -87,6 +87,11 @@ type Store struct {
 	Pool *pgxpool.Pool
 	// EventsTopic is where ORDER_PAID goes (default names.TopicOrderEvents).
 	EventsTopic string
+	// Failpoint, when set, is called at after_payment_record_insert (seed
+	// §13.3: in the payment transaction, the payment row written, the order
+	// not yet moved); an error it returns rolls the transaction back. The
+	// failpoints build exits the process there.
+	Failpoint func(name string) error
 }
 
 func (s *Store) topic() string {
@@ -133,6 +138,11 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 	pid := cb.PaymentID()
 	if _, err := tx.Exec(ctx, qPaymentInsert, pid, cb.OrderID, cb.Provider, cb.TransactionID, cb.AmountCents, cb.PaidAt, cb.Currency); err != nil {
 		return "", fmt.Errorf("recording payment %s: %w", pid, err)
+	}
+	if s.Failpoint != nil {
+		if err := s.Failpoint("after_payment_record_insert"); err != nil {
+			return "", err
+		}
 	}
 	var recID, recOrder uuid.UUID
 	var recAmount int64

@@ -3,6 +3,7 @@ package payment_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -315,4 +316,30 @@ func TestCallbacksOverTheRateAreRetried(t *testing.T) {
 	st, code = post(t, mux, "sim", b, signer(key, 0))
 	require.Equal(t, []any{429, "RETRY"}, []any{st, code})
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payment_record WHERE order_id = $1`, order))
+}
+
+// Seed §13.3 after_payment_record_insert: a crash inside the payment
+// transaction, the payment row written, leaves nothing; the provider's
+// redelivered callback then pays the order once.
+func TestCrashAfterPaymentRecordInsert(t *testing.T) {
+	pool := testenv.Database(t)
+	order, activity := newOrder(t, pool)
+	crashing := &payment.Store{Pool: pool, Failpoint: func(name string) error {
+		if name == "after_payment_record_insert" {
+			return errors.New("crash at " + name)
+		}
+		return nil
+	}}
+	cb := success("tx-crash", order)
+	_, err := crashing.Apply(context.Background(), cb)
+	require.Error(t, err)
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM payment_record WHERE order_id = $1`, order))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders WHERE order_id = $1 AND status = 'CREATED'`, order))
+	for i, want := range []string{payment.ResultPaid, payment.ResultAlreadyPaid} {
+		r, err := (&payment.Store{Pool: pool}).Apply(context.Background(), cb)
+		require.NoError(t, err)
+		require.Equal(t, want, r, "delivery %d", i)
+	}
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM inventory_ledger WHERE order_id = $1 AND entry_type = 'SELL'`, order))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM sku_inventory WHERE activity_id = $1 AND sold_stock = 1 AND occupied_stock = 0`, activity))
 }

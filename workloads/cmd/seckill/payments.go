@@ -55,7 +55,7 @@ func runPayments(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	store := &payment.Store{Pool: pool, EventsTopic: *eventsTopic}
+	store := &payment.Store{Pool: pool, EventsTopic: *eventsTopic, Failpoint: failpoint}
 	health := &metrics.Health{}
 	mux := http.NewServeMux()
 	h := &payment.Handler{Store: store, Keys: keys, Log: log}

@@ -275,5 +275,6 @@ func buildCanceller(ctx context.Context, c *config.Common, closers *[]func() err
 		return nil, err
 	}
 	return &pipeline.Canceller{MQ: cons, Group: group, Invisible: invisible, Log: log, Health: ob.health, RefundEvery: 10 * time.Second,
-		Cancel: &cancel.Canceller{Pool: pool, Channel: ch, Payments: &payment.Store{Pool: pool, EventsTopic: eventsTopic}, EventsTopic: eventsTopic}}, nil
+		Cancel: &cancel.Canceller{Pool: pool, Channel: ch, Payments: &payment.Store{Pool: pool, EventsTopic: eventsTopic, Failpoint: failpoint},
+			EventsTopic: eventsTopic, Failpoint: failpoint}}, nil
 }

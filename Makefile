@@ -54,11 +54,12 @@ verify: manifests generate ## Fail when generated code or formatting is stale.
 	@hack/check-tracked.sh
 
 .PHONY: test
-test: manifests generate ## Every test on the real local stack, then the README's process mode (make docs-check) and the sale on the real cluster (make e2e).
+test: manifests generate ## Every test on the real local stack, then the README's process mode (make docs-check), the fault matrix at a small count (make chaos CHAOS_CYCLES=3) and the sale on the real cluster (make e2e).
 	hack/stack.sh up --k8s-background  # a first Kubernetes build runs beside vet and the tests, at idle priority
 	go vet ./...
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) docs-check
+	$(MAKE) chaos CHAOS_CYCLES=3 CHAOS_AFTER=5s
 	$(MAKE) e2e
 
 .PHONY: docs-check
@@ -174,6 +175,17 @@ bench: stack-up ## Reserve Lua and the order transaction next to redis-benchmark
 .PHONY: bench-sale
 bench-sale: stack-up ## The sale of issue 14 at a fixed arrival rate (RATE, REQUESTS, STOCK, BUCKETS, CONSUMERS, RUNS; FAULT=broker-restart|pg-freeze|kill-consumer, FAULT_FOR; RETRIES: a buyer told 503 sends the same request again): HDR latencies, backlog, table + PNG in .stack/bench-sale, ceilings in the same run.
 	go run ./hack/benchsale -rate $${RATE:-1000} -requests $${REQUESTS:-100000} -stock $${STOCK:-10000} -buckets $${BUCKETS:-4} -consumers $${CONSUMERS:-2} -runs $${RUNS:-3} -fault "$${FAULT:-}" -fault-for $${FAULT_FOR:-10s} -retries $${RETRIES:-0}
+
+CHAOS_CYCLES ?= 20
+CHAOS_AFTER ?= 15s
+.PHONY: chaos
+chaos: ## The fault matrix at volume (docs/faults.md): each failpoint's process killed and restarted CHAOS_CYCLES times (default 20) under buyers, COMMIT answers lost on the wire, PostgreSQL frozen and restarted, Redis frozen, the broker restarted, random SIGKILLs; the invariant checker after each; a table, exit 1 on a violation (CHAOS_ONLY=a,b for some).
+	hack/stack.sh up --no-envtest
+	go run ./hack/chaos -cycles $(CHAOS_CYCLES) -after $(CHAOS_AFTER) $(if $(CHAOS_ONLY),-only $(CHAOS_ONLY))
+
+.PHONY: chaos-full
+chaos-full: ## make chaos at 200 cycles per failpoint (seed §13.3: hundreds of times), a minute of recovery after each scenario.
+	$(MAKE) chaos CHAOS_CYCLES=200 CHAOS_AFTER=60s
 
 .PHONY: race
 race: stack-up ## Payments racing the timeout cancel, thousands of times (SECKILL_RACE_ITERATIONS, default 5000).

@@ -15,9 +15,11 @@
 #                         ours (a process running from or naming .stack); checked
 #   hack/stack.sh status  what is running (exit 1 when something is down)
 #   hack/stack.sh env     print the env file the tests read
-#   hack/stack.sh fault broker-restart|pg-freeze SECONDS
+#   hack/stack.sh fault KIND SECONDS
 #                         a fault on the running stack for a sale under load:
-#                         the broker stopped and started, or PostgreSQL frozen
+#                         broker-restart (stopped, started), pg-freeze (every
+#                         PostgreSQL process SIGSTOPped), pg-restart-fast,
+#                         pg-restart-immediate, redis-freeze (make chaos)
 #
 # Everything lives under STACK_DIR (default <repo>/.stack) and listens on
 # 127.0.0.1 only, on project ports (override with the variables below):
@@ -509,7 +511,27 @@ cmd_fault() {
       # shellcheck disable=SC2086
       kill -CONT $pids
       log "PostgreSQL thawed" ;;
-    *) die "fault: want broker-restart or pg-freeze, got '$kind'" ;;
+    pg-restart-fast|pg-restart-immediate)
+      # Every connection cut; -m immediate also skips the checkpoint (crash
+      # recovery on start). The server is down for $secs seconds.
+      local data="$PG_DIR/data"
+      runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" -m "${kind#pg-restart-}" -w stop >/dev/null
+      log "PostgreSQL stopped (-m ${kind#pg-restart-}) for ${secs}s"
+      sleep "$secs"
+      runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$data" -l "$PG_DIR/server.log" -w -t 60 start >/dev/null
+      log "PostgreSQL started" ;;
+    redis-freeze)
+      # The primary stops answering (SIGSTOP): every client times out, and
+      # what it sent meanwhile has an unknown outcome. No data is lost (the
+      # stack's Redis keeps no files: a kill would lose the stock).
+      local pid
+      pid=$(cat "$STACK_DIR/redis/primary/redis.pid")
+      kill -STOP "$pid"
+      log "Redis primary frozen for ${secs}s (pid $pid)"
+      sleep "$secs"
+      kill -CONT "$pid"
+      log "Redis primary thawed" ;;
+    *) die "fault: want broker-restart, pg-freeze, pg-restart-fast, pg-restart-immediate or redis-freeze, got '$kind'" ;;
   esac
 }
 
@@ -519,5 +541,5 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cat "$ENV_FILE" ;;
   fault) shift; cmd_fault "$@" ;;
-  *) sed -n '2,26p' "$0"; exit 2 ;;
+  *) sed -n '2,28p' "$0"; exit 2 ;;
 esac

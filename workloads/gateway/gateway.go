@@ -112,6 +112,12 @@ type Config struct {
 	RequestTTL       time.Duration
 	SendAttempts     int
 	SendTimeout      time.Duration
+	// ResendAfter: a sent message whose reservation PostgreSQL has not
+	// decided after this long (doubling with each send) is sent again by
+	// the send scanner with the same id — the broker's acknowledgement does
+	// not promise a delivery (a consumer that died with a long poll in
+	// flight can take a message away for minutes). 0: never.
+	ResendAfter time.Duration
 	// SendWorkers, when positive, answers QUEUED as soon as Redis holds the
 	// reservation and sends its message from this many workers (sendq.go);
 	// 0 sends in the request, before the answer. SendQueue bounds the
@@ -595,10 +601,11 @@ func (s *Server) doReserve(r *http.Request) answer {
 // batch of acknowledgements when there is a batcher.
 func (s *Server) ackSend(ctx context.Context, rr redisstore.ReserveRequest, now time.Time) error {
 	if s.acks != nil {
-		_, err := s.acks.AckSend(ctx, redisstore.SendAck{Slot: rr.Slot, ReservationID: rr.ReservationID, Owned: rr.SendDue.UnixMilli(), Now: now})
+		_, err := s.acks.AckSend(ctx, redisstore.SendAck{Slot: rr.Slot, ReservationID: rr.ReservationID, Owned: rr.SendDue.UnixMilli(),
+			Now: now, ResendAfter: s.cfg.ResendAfter})
 		return err
 	}
-	_, err := s.redis.AckSend(ctx, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), now)
+	_, err := s.redis.AckSend(ctx, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), now, s.cfg.ResendAfter)
 	return err
 }
 

@@ -320,6 +320,10 @@ type Relay struct {
 	Log      *slog.Logger
 	Metrics  *metrics.Relay
 	Health   *metrics.Health
+	// Failpoint, when set, is called at after_outbox_send_before_mark (the
+	// batch sent, not yet marked SENT: seed §11.1's relay crash); the
+	// failpoints build exits the process there.
+	Failpoint func(name string) error
 }
 
 // Run relays until ctx ends.
@@ -389,6 +393,11 @@ func (r *Relay) relay(ctx context.Context, evs []outbox.Event) {
 		}(byKey[k])
 	}
 	wg.Wait()
+	if r.Failpoint != nil {
+		if err := r.Failpoint("after_outbox_send_before_mark"); err != nil {
+			return // the leases run out; the events are sent again
+		}
+	}
 	var sent []uuid.UUID
 	for i, e := range evs {
 		if errs[i] == nil {
@@ -581,9 +590,12 @@ type SendScanner struct {
 	Slots    []redisstore.Slot
 	Lease    time.Duration
 	Batch    int
-	Log      *slog.Logger
-	Metrics  *metrics.Scanner
-	Health   *metrics.Health
+	// ResendAfter: a sent reservation PostgreSQL has not decided after this
+	// long is sent again (gateway.Config.ResendAfter); 0: never.
+	ResendAfter time.Duration
+	Log         *slog.Logger
+	Metrics     *metrics.Scanner
+	Health      *metrics.Health
 }
 
 // Run scans until ctx ends.
@@ -619,7 +631,7 @@ func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 			continue
 		}
 		if h["status"] != "RESERVED" {
-			_, _ = s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now()) // nothing left to send
+			_, _ = s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), 0) // nothing left to send
 			continue
 		}
 		msg, err := events.FromReservationHash(h)
@@ -641,7 +653,7 @@ func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 		}
 		s.Metrics.Resent.Inc()
 		s.Metrics.Sends.Observe(float64(attempts + 1))
-		if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now()); err != nil {
+		if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), s.ResendAfter); err != nil {
 			s.Log.Warn("sent but not acked; it will be resent with the same id", "reservation_id", c.ReservationID, "error", err)
 		}
 	}

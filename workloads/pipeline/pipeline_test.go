@@ -172,7 +172,7 @@ func (h *harness) reserve(t *testing.T, user int64, send, ack bool, retries ...i
 			Tag: events.TypeOrderCreateRequested, Body: body})
 		cancel()
 		if err == nil && ack {
-			_, _ = h.rs.AckSend(h.ctx, sl, rid, r.SendDue.UnixMilli(), time.Now())
+			_, _ = h.rs.AckSend(h.ctx, sl, rid, r.SendDue.UnixMilli(), time.Now(), 0)
 		}
 	}
 	return r, true

@@ -174,6 +174,8 @@ type SendAck struct {
 	ReservationID uuid.UUID
 	Owned         int64
 	Now           time.Time
+	// ResendAfter > 0 keeps the entry to verify the delivery (Store.AckSend).
+	ResendAfter time.Duration
 }
 
 // AckBatcher records successful sends (send_ack.lua) together, as batcher

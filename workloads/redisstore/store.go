@@ -239,14 +239,17 @@ func (s *Store) ClaimDue(ctx context.Context, sl Slot, now time.Time, lease time
 	return out, nil
 }
 
-// AckSend records a successful send (send_ack.lua).
-func (s *Store) AckSend(ctx context.Context, sl Slot, reservationID uuid.UUID, owned int64, now time.Time) (Result, error) {
-	keys, args := sendAckArgs(SendAck{Slot: sl, ReservationID: reservationID, Owned: owned, Now: now})
+// AckSend records a successful send (send_ack.lua). resendAfter > 0 keeps
+// the entry to verify the delivery: due again then (doubling with each
+// send), unless the reservation's projection removed it; 0 removes it.
+func (s *Store) AckSend(ctx context.Context, sl Slot, reservationID uuid.UUID, owned int64, now time.Time, resendAfter time.Duration) (Result, error) {
+	keys, args := sendAckArgs(SendAck{Slot: sl, ReservationID: reservationID, Owned: owned, Now: now, ResendAfter: resendAfter})
 	return sendAckResult(scriptSendAck.Run(ctx, s.c, keys, args...).Result())
 }
 
 func sendAckArgs(a SendAck) (keys []string, args []any) {
-	return []string{a.Slot.SendDue(), a.Slot.Reservation(a.ReservationID)}, []any{a.ReservationID.String(), a.Owned, ms(a.Now)}
+	return []string{a.Slot.SendDue(), a.Slot.Reservation(a.ReservationID)},
+		[]any{a.ReservationID.String(), a.Owned, ms(a.Now), a.ResendAfter.Milliseconds()}
 }
 
 func sendAckResult(v any, err error) (Result, error) {
@@ -420,11 +423,36 @@ func (s *Store) Reservation(ctx context.Context, sl Slot, id uuid.UUID) (map[str
 	return m, nil
 }
 
-// SendBacklog counts the reservations waiting in send_due over slots and how
-// far the most overdue one is past its due time (seed §12.2
-// reservation_send_pending / reservation_send_oldest_age_seconds).
+// SendBacklog counts the send_due entries that are due over slots — a
+// first send overdue, a resend after a failure, or a sent reservation still
+// undecided past its verification bound — and how far the most overdue one
+// is past its due time (seed §12.2 reservation_send_pending /
+// reservation_send_oldest_age_seconds). Entries not yet due (the gateway's
+// own send window, a verification still to come) are not counted.
 func (s *Store) SendBacklog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
-	return s.zsetBacklog(ctx, slots, Slot.SendDue, now)
+	var n int64
+	var oldest time.Duration
+	for _, sl := range slots {
+		k := sl.SendDue()
+		c, err := s.c.ZCount(ctx, k, "-inf", strconv.FormatInt(now.UnixMilli(), 10)).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("counting %s: %w", k, err)
+		}
+		n += c
+		if c == 0 {
+			continue
+		}
+		first, err := s.c.ZRangeWithScores(ctx, k, 0, 0).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading %s: %w", k, err)
+		}
+		if len(first) == 1 {
+			if age := now.Sub(time.UnixMilli(int64(first[0].Score))); age > oldest {
+				oldest = age
+			}
+		}
+	}
+	return n, oldest, nil
 }
 
 // Backlog counts the reservations PostgreSQL has not decided yet over slots

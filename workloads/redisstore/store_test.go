@@ -411,7 +411,7 @@ func TestSendDueLeases(t *testing.T) {
 		require.Empty(t, claims)
 
 		// The gateway's immediate send acks with the first due time.
-		res, err := f.s.AckSend(ctx, f.slot, a.ReservationID, due.UnixMilli(), f.now)
+		res, err := f.s.AckSend(ctx, f.slot, a.ReservationID, due.UnixMilli(), f.now, 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), res.Code)
 		h, _ := f.s.Reservation(ctx, f.slot, a.ReservationID)
@@ -458,22 +458,64 @@ func TestSendDueLeases(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, c2, 1)
 		// The first owner's late ack sees it lost the lease and leaves the entry.
-		res, err = f.s.AckSend(ctx, f.slot, b.ReservationID, c1[0].Lease, next)
+		res, err = f.s.AckSend(ctx, f.slot, b.ReservationID, c1[0].Lease, next, 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(2), res.Code)
 		res, err = f.s.RescheduleSend(ctx, f.slot, b.ReservationID, c1[0].Lease, next, redisstore.MQPending, "late")
 		require.NoError(t, err)
 		require.Equal(t, int64(2), res.Code)
 		// The current owner acks; the entry is gone.
-		res, err = f.s.AckSend(ctx, f.slot, b.ReservationID, c2[0].Lease, next)
+		res, err = f.s.AckSend(ctx, f.slot, b.ReservationID, c2[0].Lease, next, 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), res.Code)
 		n, err := c.ZCard(ctx, f.slot.SendDue()).Result()
 		require.NoError(t, err)
 		require.Zero(t, n)
-		res, err = f.s.AckSend(ctx, f.slot, b.ReservationID, c2[0].Lease, next)
+		res, err = f.s.AckSend(ctx, f.slot, b.ReservationID, c2[0].Lease, next, 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(3), res.Code)
+	})
+}
+
+// A broker's acknowledgement does not promise a delivery: with a resend
+// bound the acked entry stays, due again after the bound (doubled with each
+// send), so the scanner sends an undecided reservation again with the same
+// id; the reservation's projection removes it, and then nothing is resent.
+func TestSentReservationsAreVerified(t *testing.T) {
+	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		f := newFixture(t, c, 10, 4)
+		a := f.reserve(t, 1)
+		first := f.now.Add(5 * time.Second) // the gateway's send window
+		res, err := f.s.AckSend(ctx, f.slot, a.ReservationID, first.UnixMilli(), f.now, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), res.Code)
+		score := func() float64 {
+			v, err := c.ZScore(ctx, f.slot.SendDue(), a.ReservationID.String()).Result()
+			require.NoError(t, err)
+			return v
+		}
+		require.Equal(t, float64(f.now.Add(time.Minute).UnixMilli()), score(), "kept, due after the bound")
+
+		claims, err := f.s.ClaimDue(ctx, f.slot, f.now.Add(59*time.Second), time.Second, 10)
+		require.NoError(t, err)
+		require.Empty(t, claims, "not before the bound")
+		at := f.now.Add(61 * time.Second)
+		claims, err = f.s.ClaimDue(ctx, f.slot, at, time.Second, 10)
+		require.NoError(t, err)
+		require.Len(t, claims, 1, "undecided after the bound: due to be sent again")
+		res, err = f.s.AckSend(ctx, f.slot, a.ReservationID, claims[0].Lease, at, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), res.Code)
+		require.Equal(t, float64(at.Add(2*time.Minute).UnixMilli()), score(), "the second send waits twice as long")
+
+		// The order's projection ends the verification.
+		pr, err := f.s.ProjectOrderCreated(ctx, f.slot, a.ReservationID, uuid.New(), at)
+		require.NoError(t, err)
+		require.True(t, pr.OK(), pr.Reason)
+		n, err := c.ZCard(ctx, f.slot.SendDue()).Result()
+		require.NoError(t, err)
+		require.Zero(t, n)
 	})
 }
 

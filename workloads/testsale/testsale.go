@@ -91,7 +91,7 @@ func (s *Sale) Reserve(t testing.TB, user int64, deadline time.Duration, sent bo
 		require.NoError(t, err)
 		for _, c := range claims {
 			if c.ReservationID == rid {
-				_, err := s.Redis.AckSend(ctx, s.Slot, rid, c.Lease, time.Now())
+				_, err := s.Redis.AckSend(ctx, s.Slot, rid, c.Lease, time.Now(), 0)
 				require.NoError(t, err)
 			}
 		}

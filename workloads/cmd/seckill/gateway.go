@@ -42,6 +42,7 @@ func runGateway(ctx context.Context, args []string) error {
 	sendWorkers := fs.Int("send-workers", 32, "workers sending order-create messages after the answer (0: send in the request, before answering)")
 	sendQueue := fs.Int("send-queue", 0, "reservations waiting for a send worker before requests send themselves (0: 64 × -send-workers)")
 	reserveLanes := fs.Int("reserve-lanes", 4, "concurrent pipelines carrying reservations to Redis: requests arriving together share a round trip (0: one round trip per request)")
+	resendAfter := fs.Duration("resend-after", DefaultResendAfter, "a sent reservation PostgreSQL has not decided after this long is sent again by the scanner, same id (doubling with each send; 0: never; keep it the scanner's)")
 	drainDelay := fs.Duration("drain-delay", 0, "on SIGTERM, keep serving this long with /readyz failing before the listener closes, so that the Service stops routing here first (pods: 5s)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -70,6 +71,9 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	if *deadline <= 0 || *rate < 0 || *drainDelay < 0 || *drainDelay > 20*time.Second {
 		errs = append(errs, errors.New("-business-deadline must be positive, -rate non-negative, -drain-delay within [0, 20s]"))
+	}
+	if *resendAfter < 0 || (*resendAfter > 0 && *resendAfter < 5*time.Second) {
+		errs = append(errs, errors.New("-resend-after must be 0 or at least 5s"))
 	}
 	if *sendWorkers < 0 || *sendWorkers > 1024 || *sendQueue < 0 || *sendQueue > 1<<20 {
 		errs = append(errs, errors.New("-send-workers must be within [0, 1024], -send-queue within [0, 1048576]"))
@@ -106,7 +110,7 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	g := gateway.New(gateway.Config{ActivityID: c.ActivityID, SKUs: skus, Topic: *topic, Tokens: verifier,
 		InsecureDevUsers: *insecure, BusinessDeadline: *deadline, SendGrace: 5 * time.Second, RequestTTL: 30 * time.Minute,
-		SendAttempts: 2, SendTimeout: time.Second, SendWorkers: *sendWorkers, SendQueue: *sendQueue, ReserveLanes: *reserveLanes, UserLimit: *userLimit, UserWindow: *userWindow, StatusPerSecond: *statusRate, RatePerSecond: *rate, Failpoint: failpoint,
+		SendAttempts: 2, SendTimeout: time.Second, ResendAfter: *resendAfter, SendWorkers: *sendWorkers, SendQueue: *sendQueue, ReserveLanes: *reserveLanes, UserLimit: *userLimit, UserWindow: *userWindow, StatusPerSecond: *statusRate, RatePerSecond: *rate, Failpoint: failpoint,
 		BrokerReachable: func(ctx context.Context) error { return mq.Reachable(ctx, c.RMQEndpoint) }}, redisstore.New(rdb), pool, prod, ring, log)
 	go g.SettleMoves(ctx, 5*time.Second)
 	go func() {

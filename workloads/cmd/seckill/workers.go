@@ -48,6 +48,7 @@ func worker(ctx context.Context, name string, args []string) error {
 		"listen address of /metrics, /healthz, /readyz (\"0\": off) ($"+names.EnvMetricsAddr+")")
 	once := fs.Bool("once", false, "compensator: run until no task is due, then exit (a scheduled sweep)")
 	maxAttempts := fs.Int("max-attempts", names.RetryLimit+1, "deliveries the consumer group allows before its DLQ (retry limit + 1)")
+	resendAfter := fs.Duration("resend-after", DefaultResendAfter, "scanner: send a sent reservation again, same id, when PostgreSQL has not decided it after this long (doubling with each send; 0: never)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -65,8 +66,8 @@ func worker(ctx context.Context, name string, args []string) error {
 	if name == "canceller" && *providerURL == "" {
 		return usageError{fmt.Errorf("-provider-url is required for the canceller")}
 	}
-	if *lease <= 0 || *invisible < time.Second || *maxAttempts < 1 {
-		return usageError{fmt.Errorf("-lease must be positive, -invisible at least 1s, -max-attempts at least 1")}
+	if *lease <= 0 || *invisible < time.Second || *maxAttempts < 1 || *resendAfter < 0 || (*resendAfter > 0 && *resendAfter < 5*time.Second) {
+		return usageError{fmt.Errorf("-lease must be positive, -invisible at least 1s, -max-attempts at least 1, -resend-after 0 or at least 5s")}
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", name, "owner", *owner)
 
@@ -87,7 +88,7 @@ func worker(ctx context.Context, name string, args []string) error {
 	case "canceller":
 		w, err = buildCanceller(ctx, &c, &closers, ob, *group, *cancelTopic, *eventsTopic, *invisible, &provider.Client{ProviderName: *providerName, BaseURL: *providerURL}, log)
 	case "scanner":
-		w, err = buildScanner(ctx, &c, &closers, ob, *createTopic, log)
+		w, err = buildScanner(ctx, &c, &closers, ob, *createTopic, *resendAfter, log)
 	}
 	if err != nil {
 		return err
@@ -207,7 +208,7 @@ func buildRelay(ctx context.Context, c *config.Common, closers *[]func() error, 
 	store := &outbox.Store{Pool: pool, Owner: owner, Lease: lease, MaxAttempts: 20}
 	ob.reg.MustRegister(metrics.NewBacklog("outbox", "Outbox events not yet sent", store.Backlog))
 	return &pipeline.Relay{Producer: prod, Batch: 64, Log: log, Store: store,
-		Metrics: metrics.NewRelay(ob.reg), Health: ob.health}, nil
+		Metrics: metrics.NewRelay(ob.reg), Health: ob.health, Failpoint: failpoint}, nil
 }
 
 func buildProjector(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, group, eventsTopic string, invisible time.Duration, log *slog.Logger) (runner, error) {
@@ -243,7 +244,14 @@ func buildCompensator(ctx context.Context, c *config.Common, closers *[]func() e
 	return &pipeline.Compensator{Batch: 32, Log: log, Worker: w, Metrics: metrics.NewCompensator(ob.reg), Health: ob.health, Once: once}, nil
 }
 
-func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, createTopic string, log *slog.Logger) (runner, error) {
+// DefaultResendAfter is how long a sent reservation may stay undecided in
+// PostgreSQL before the scanner sends its message again (same id): well
+// above a healthy sale's reservation → order time (seconds) and its
+// projection lag (tens of seconds under a backlog), so that a resend is
+// rare and means the broker lost sight of a delivery.
+const DefaultResendAfter = 2 * time.Minute
+
+func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error, ob *observe, createTopic string, resendAfter time.Duration, log *slog.Logger) (runner, error) {
 	slots, err := c.Slots()
 	if err != nil {
 		return nil, usageError{err}
@@ -257,9 +265,9 @@ func buildScanner(ctx context.Context, c *config.Common, closers *[]func() error
 		return nil, err
 	}
 	rs := redisstore.New(rdb)
-	ob.reg.MustRegister(metrics.NewBacklog("reservation_send", "Reservations whose order-create message is not known to be sent",
+	ob.reg.MustRegister(metrics.NewBacklog("reservation_send", "Reservations whose order-create message is due to be sent: a first send overdue, a resend, or a sent one still undecided past -resend-after",
 		func(ctx context.Context) (int64, time.Duration, error) { return rs.SendBacklog(ctx, slots, time.Now()) }))
-	return &pipeline.SendScanner{Redis: rs, Producer: prod, Topic: createTopic, Slots: slots,
+	return &pipeline.SendScanner{Redis: rs, Producer: prod, Topic: createTopic, Slots: slots, ResendAfter: resendAfter,
 		Lease: 10 * time.Second, Batch: 64, Log: log, Metrics: metrics.NewScanner(ob.reg), Health: ob.health}, nil
 }
 

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill-operator/hack/salekit"
+	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/provider"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/testenv/pgproxy"
+)
+
+const (
+	sku          = int64(1)
+	buckets      = 2
+	gatewayAddr  = "127.0.0.1:28190"
+	channelAddr  = "127.0.0.1:28191"
+	paymentsAddr = "127.0.0.1:28192"
+	topicCreate  = "seckill-chaos-create"
+	topicEvents  = "seckill-chaos-events"
+	topicCancel  = "seckill-chaos-cancel"
+	// paymentWindow is short, so that orders expire and are cancelled
+	// during the scenario (the canceller's failpoint needs them).
+	paymentWindow = 8 * time.Second
+	// resendAfter is the scanner's verification of sent reservations
+	// (default 2 min), shorter so that a sale settles within -settle.
+	resendAfter = "30s"
+)
+
+// sale is one scenario's sale on the local stack.
+type sale struct {
+	activity int64
+	pgStock  int64
+	procs    map[string][]*proc
+	all      []*proc
+	pool     *pgxpool.Pool
+	rdb      *redis.Client
+	rs       *redisstore.Store
+	roles    *salekit.Roles
+	traffic  *traffic
+	channel  *provider.Client
+	proxy    *pgproxy.Proxy
+	log      *os.File
+}
+
+// openSale provisions a fresh activity and starts every workload. pgStock
+// below the Redis stock makes PostgreSQL reject (and Redis compensate) once
+// it runs out; viaProxy puts the first order consumer's PostgreSQL
+// connections through a fault-injecting proxy.
+func openSale(ctx context.Context, c config, bin, dir, name string, pgStock, redisStock int64, viaProxy bool) (*sale, error) {
+	s := &sale{activity: time.Now().UnixMilli() % 1_000_000_000_000, pgStock: pgStock, procs: map[string][]*proc{}}
+	tokenKey, payKey := salekit.RandomHex(32), salekit.RandomHex(32)
+	common := []string{
+		"SECKILL_PG_DSN=" + salekit.Env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + salekit.Env("SECKILL_REDIS_ADDR"),
+		"SECKILL_REDIS_USERNAME=" + salekit.Env("SECKILL_REDIS_USERNAME"), "SECKILL_REDIS_PASSWORD=" + salekit.Env("SECKILL_REDIS_PASSWORD"),
+		"SECKILL_RMQ_CA_FILE=" + salekit.Env("SECKILL_RMQ_CA_FILE"), "SECKILL_REDIS_CA_FILE=" + salekit.Env("SECKILL_REDIS_CA_FILE"),
+		"SECKILL_RMQ_ACCESS_KEY=" + salekit.Env("SECKILL_RMQ_ACCESS_KEY"), "SECKILL_RMQ_SECRET_KEY=" + salekit.Env("SECKILL_RMQ_SECRET_KEY"),
+		"SECKILL_RMQ_ENDPOINT=" + salekit.Env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(s.activity, 10),
+		fmt.Sprintf("SECKILL_SKUS=%d:%d", sku, buckets), "SECKILL_ID_KEYS=1:" + salekit.RandomHex(32),
+		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + gatewayAddr,
+	}
+	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, pgStock), "-price", fmt.Sprintf("%d=100", sku), "-currency", "CNY"},
+		{"activity", "window", "-state", "ACTIVE", "-payment-window", paymentWindow.String()}} {
+		if out, err := salekit.Cmd(bin, common, args...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("seckill %s %s: %w\n%s", args[0], args[1], err, out)
+		}
+	}
+	var err error
+	if s.pool, err = pgxpool.New(ctx, salekit.Env("SECKILL_PG_DSN")); err != nil {
+		return nil, err
+	}
+	s.rdb = redis.NewClient(salekit.RedisOptions())
+	s.rs = redisstore.New(s.rdb)
+	// Redis may hold more than PostgreSQL: the units PostgreSQL lacks are
+	// rejected there and given back in Redis (compensation).
+	if redisStock > pgStock {
+		for b, target := range control.BucketTargets(redisStock, buckets) {
+			if _, _, err := s.rs.Provision(ctx, redisstore.Slots(s.activity, sku, buckets)[b], target, 2); err != nil {
+				s.close()
+				return nil, err
+			}
+		}
+	}
+	if s.roles, err = salekit.NewRoles(bin, common, dir); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.log, err = os.Create(filepath.Join(dir, name+".log")); err != nil { //nolint:gosec // our log directory
+		s.close()
+		return nil, err
+	}
+	s.channel = &provider.Client{ProviderName: "sim", BaseURL: "http://" + channelAddr}
+	consumer := []string{"-create-topic", topicCreate, "-events-topic", topicEvents, "-cancel-topic", topicCancel,
+		"-group", "seckill-chaos-consumer", "-invisible", "3s", "-max-attempts", "65", "-metrics-addr", "0"}
+	workloads := []struct {
+		name string
+		args []string
+	}{
+		{"provider-sim", []string{"-addr", channelAddr, "-callback-url", "http://" + paymentsAddr, "-payment-keys", "sim:" + payKey, "-duplicates", "1"}},
+		{"gateway", []string{"-create-topic", topicCreate, "-resend-after", resendAfter}},
+		{"consumer", consumer},
+		{"consumer", consumer},
+		{"relay", []string{"-events-topic", topicEvents, "-cancel-topic", topicCancel, "-lease", "5s", "-metrics-addr", "0"}},
+		{"projector", []string{"-events-topic", topicEvents, "-group", "seckill-chaos-projector", "-invisible", "3s", "-max-attempts", "65", "-metrics-addr", "0"}},
+		{"compensator", []string{"-lease", "5s", "-metrics-addr", "0"}},
+		{"scanner", []string{"-create-topic", topicCreate, "-resend-after", resendAfter, "-metrics-addr", "0"}},
+		{"canceller", []string{"-cancel-topic", topicCancel, "-events-topic", topicEvents, "-group", "seckill-chaos-canceller",
+			"-provider-url", "http://" + channelAddr, "-invisible", "3s", "-max-attempts", "65", "-metrics-addr", "0"}},
+		{"payments", []string{"-addr", paymentsAddr, "-payment-keys", "sim:" + payKey, "-events-topic", topicEvents, "-relookup", "2s"}},
+	}
+	for _, w := range workloads {
+		env := s.roles.Env(w.name, common)
+		if w.name == "provider-sim" {
+			env = common
+		}
+		if viaProxy && w.name == "consumer" && s.proxy == nil {
+			dsn := lookup(env, "SECKILL_PG_DSN")
+			if s.proxy, err = pgproxy.Start(dsn); err != nil {
+				s.close()
+				return nil, err
+			}
+			env = append(env, "SECKILL_PG_DSN="+s.proxy.DSN())
+		}
+		p := &proc{name: w.name, bin: bin, args: append([]string{w.name}, w.args...), env: env, log: s.log}
+		if err := p.run(ctx); err != nil {
+			s.close()
+			return nil, err
+		}
+		s.procs[w.name] = append(s.procs[w.name], p)
+		s.all = append(s.all, p)
+	}
+	if err := salekit.WaitHTTP("http://" + gatewayAddr + "/readyz"); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.traffic = newTraffic(gatewayAddr, s.activity, sku, tokenKey, c.rate)
+	return s, nil
+}
+
+// lookup is the last KEY=value of env.
+func lookup(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// pay pays, through the simulated channel, every other order of the sale
+// that is waiting for payment, until ctx ends: the channel posts its
+// signed callback to the payments workload (twice), and the canceller
+// finds a success the callback could not deliver.
+func (s *sale) pay(ctx context.Context) {
+	tried := map[uuid.UUID]bool{}
+	for ctx.Err() == nil {
+		rows, err := s.pool.Query(ctx, `SELECT order_id, amount_cents, currency FROM orders
+			WHERE activity_id = $1 AND status = 'CREATED' AND user_id % 2 = 0 ORDER BY created_at LIMIT 50`, s.activity)
+		if err == nil {
+			type due struct {
+				id       uuid.UUID
+				amount   int64
+				currency string
+			}
+			var list []due
+			for rows.Next() {
+				var d due
+				if rows.Scan(&d.id, &d.amount, &d.currency) == nil && !tried[d.id] {
+					list = append(list, d)
+				}
+			}
+			rows.Close()
+			for _, d := range list {
+				tried[d.id] = true
+				_, _ = s.channel.Pay(ctx, d.id, d.amount, d.currency) // a refused or failed payment is the buyer's problem
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (s *sale) close() {
+	for _, p := range s.all {
+		p.stop()
+	}
+	if s.proxy != nil {
+		_ = s.proxy.Close()
+	}
+	if s.roles != nil {
+		s.roles.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.log != nil {
+		_ = s.log.Close()
+	}
+}

@@ -63,18 +63,22 @@ type row struct {
 	violations                  int
 	failed                      []string
 	backToQueued, toOrderP99    time.Duration
-	took                        time.Duration
-	gaveUp                      int64
-	err                         error
+	// tailP99 is reservation → order p99 of the last 10 s of traffic
+	// (the recovery at its end); unavailable the 5xx answers buyers retried.
+	tailP99     time.Duration
+	unavailable int64
+	took        time.Duration
+	gaveUp      int64
+	err         error
 }
 
 func (r row) line() string {
 	if r.err != nil {
 		return fmt.Sprintf("  %s: ERROR %v", r.name, r.err)
 	}
-	s := fmt.Sprintf("  %s: %d cycles, %d faults, %d QUEUED, %d orders, %d compensated, %d violations, back to QUEUED %s, reservation → order p99 after %s (%s)",
-		r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, r.violations, r.backToQueued.Round(time.Millisecond),
-		r.toOrderP99.Round(time.Millisecond), r.took.Round(time.Second))
+	s := fmt.Sprintf("  %s: %d cycles, %d faults, %d QUEUED, %d orders, %d compensated, %d violations, %d answers 5xx, back to QUEUED %s, reservation → order p99 in the minute after %s, in the last 10 s %s (%s)",
+		r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, r.violations, r.unavailable, r.backToQueued.Round(time.Millisecond),
+		r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
 	for _, f := range r.failed {
 		s += "\n    VIOLATION " + f
 	}
@@ -84,14 +88,14 @@ func (r row) line() string {
 func table(rows []row) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tcycles\tfaults\treservations\torders\tcompensations\tviolations\tback to QUEUED\tres→order p99 after\ttook\t")
+	fmt.Fprintln(w, "scenario\tcycles\tfaults\treservations\torders\tcompensations\tviolations\t5xx answers\tback to QUEUED\tres→order p99 minute after\tp99 last 10 s\ttook\t")
 	for _, r := range rows {
 		v := fmt.Sprint(r.violations)
 		if r.err != nil {
 			v = "ERROR"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, v,
-			r.backToQueued.Round(time.Millisecond), r.toOrderP99.Round(time.Millisecond), r.took.Round(time.Second))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, v,
+			r.unavailable, r.backToQueued.Round(time.Millisecond), r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
 	}
 	_ = w.Flush()
 	return b.String()
@@ -133,7 +137,9 @@ func runScenario(ctx context.Context, c config, bin, dir string, s scenario) (ro
 	}
 	// The sale goes on after the last fault: recovery is measured in it.
 	time.Sleep(c.after)
+	trafficEnd := time.Now()
 	stop()
+	r.unavailable = sl.traffic.unavailable.Load()
 	if q := sl.traffic.queuedAfter(lastFault); q.IsZero() {
 		return r, fmt.Errorf("no QUEUED answer in the %s after the last fault", c.after)
 	} else if d := q.Sub(lastFault); d > r.backToQueued {
@@ -154,13 +160,22 @@ func runScenario(ctx context.Context, c config, bin, dir string, s scenario) (ro
 		sl.activity).Scan(&r.orders, &reservations, &r.compensated); err != nil {
 		return r, fmt.Errorf("reading the sale: %w", err)
 	}
-	var p99 float64
-	if err := sl.pool.QueryRow(ctx, `SELECT coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM o.created_at - r.reserved_at)), 0)
-		FROM orders o JOIN inventory_reservation r USING (reservation_id)
-		WHERE o.activity_id = $1 AND r.reserved_at >= $2 AND r.reserved_at < $2 + interval '60 seconds'`, sl.activity, lastFault).Scan(&p99); err != nil {
-		return r, fmt.Errorf("reading reservation → order after the fault: %w", err)
+	p99 := func(from, to time.Time) (time.Duration, error) {
+		var v float64
+		err := sl.pool.QueryRow(ctx, `SELECT coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM o.created_at - r.reserved_at)), 0)
+			FROM orders o JOIN inventory_reservation r USING (reservation_id)
+			WHERE o.activity_id = $1 AND r.reserved_at >= $2 AND r.reserved_at < $3`, sl.activity, from, to).Scan(&v)
+		if err != nil {
+			return 0, fmt.Errorf("reading reservation → order after the fault: %w", err)
+		}
+		return time.Duration(v * float64(time.Second)), nil
 	}
-	r.toOrderP99 = time.Duration(p99 * float64(time.Second))
+	if r.toOrderP99, err = p99(lastFault, lastFault.Add(time.Minute)); err != nil {
+		return r, err
+	}
+	if r.tailP99, err = p99(trafficEnd.Add(-10*time.Second), trafficEnd); err != nil {
+		return r, err
+	}
 	r.queued = int64(sl.traffic.count(gateway.CodeQueued))
 	rep.Add("every QUEUED answer recorded in PostgreSQL", reservations == r.queued, "%d reservations, %d QUEUED", reservations, r.queued)
 	rep.Add("every buyer answered (none gave up after 60 s of retries)", r.gaveUp == 0, "%d gave up", r.gaveUp)

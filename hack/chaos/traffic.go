@@ -29,7 +29,10 @@ type traffic struct {
 	queuedAt  []time.Time
 	sent      atomic.Int64
 	gaveUp    atomic.Int64
-	wg        sync.WaitGroup
+	// unavailable counts the 5xx answers (503: the entry breaker open, or
+	// the sale not ready), each retried by its buyer.
+	unavailable atomic.Int64
+	wg          sync.WaitGroup
 }
 
 func newTraffic(gatewayAddr string, activity, sku int64, tokenKey string, rate float64) *traffic {
@@ -76,6 +79,9 @@ func (t *traffic) buy(hc *http.Client, user int64) {
 			if derr == nil && resp.StatusCode < 500 {
 				t.answer(ans.Code)
 				return
+			}
+			if resp.StatusCode >= 500 {
+				t.unavailable.Add(1)
 			}
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -150,6 +150,31 @@ func TestCrashAfterLuaCompletesWithoutSecondIncrement(t *testing.T) {
 	require.Equal(t, redisstore.Counters{Initial: 2, Available: 2, Exists: true}, b.counters(t))
 }
 
+// A compensation task for a reservation that made its order — a task
+// written by a mistaken repair, or a reservation the projection has not yet
+// marked in Redis — is refused by the PostgreSQL CAS before Redis is
+// touched: the order keeps its unit, the task waits for a person.
+func TestTaskForAnOrderedReservationIsRefused(t *testing.T) {
+	b := setup(t, 1, 2)
+	rid, out := b.buy(t, 1)
+	require.Equal(t, orderstore.ResultOrderCreated, out.Result)
+	_, err := b.pool.Exec(context.Background(), `INSERT INTO compensation_task (task_id, reservation_id, compensation_type, idempotency_key)
+		VALUES ($1, $2::uuid, 'RELEASE_REDIS_RESERVATION', 'RELEASE_REDIS_RESERVATION:' || $2::uuid::text)`, ids.NewRandom(), rid)
+	require.NoError(t, err)
+	w := b.worker("w")
+	tasks, err := w.Claim(context.Background(), 1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	outcome, reason, err := w.Run(context.Background(), tasks[0])
+	require.NoError(t, err)
+	require.Equal(t, compensation.OutcomeManual, outcome)
+	require.Equal(t, "STATE_CONFLICT:ORDER_CREATED", reason)
+	r, task := b.state(t, rid)
+	require.Equal(t, "ORDER_CREATED", r)
+	require.Equal(t, "MANUAL", task)
+	require.Equal(t, int64(1), b.counters(t).Available, "the ordered unit is not given back")
+}
+
 // A missing Redis reservation is never answered with a blind INCR.
 func TestMissingReservationGoesManual(t *testing.T) {
 	b := setup(t, 0, 2)

@@ -187,6 +187,11 @@ chaos: ## The fault matrix at volume (docs/faults.md): each failpoint's process 
 chaos-full: ## make chaos at 200 cycles per failpoint (seed §13.3: hundreds of times), a minute of recovery after each scenario.
 	$(MAKE) chaos CHAOS_CYCLES=200 CHAOS_AFTER=60s
 
+.PHONY: chaos-mutants
+chaos-mutants: ## The tests can fail: each protection (inbox first, commit verification, the Lua marker, the compensation CAS, the CANCEL_PENDING guard, the final stock guard) removed in turn; its test must fail (hack/chaos-mutants.sh).
+	hack/stack.sh up --no-envtest
+	hack/chaos-mutants.sh
+
 .PHONY: race
 race: stack-up ## Payments racing the timeout cancel, thousands of times (SECKILL_RACE_ITERATIONS, default 5000).
 	SECKILL_RACE_ITERATIONS=$${SECKILL_RACE_ITERATIONS:-5000} go test -count=1 -run TestPaymentRacesTimeoutCancel -v ./workloads/cancel

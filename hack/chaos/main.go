@@ -27,12 +27,11 @@ import (
 )
 
 type config struct {
-	cycles   int
-	rate     float64
-	after    time.Duration
-	only     map[string]bool
-	settle   time.Duration
-	keepLogs bool
+	cycles int
+	rate   float64
+	after  time.Duration
+	only   map[string]bool
+	settle time.Duration
 }
 
 func main() {
@@ -71,7 +70,7 @@ func main() {
 
 func run(c config) error {
 	dir := filepath.Join(".stack", "chaos")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
 	fmt.Println("building the workloads binary with failpoints …")
@@ -79,7 +78,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	build := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./workloads/cmd/seckill")
+	build := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./workloads/cmd/seckill") //nolint:gosec // our own build into our directory
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}

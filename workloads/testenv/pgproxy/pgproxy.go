@@ -297,9 +297,13 @@ func (p *Proxy) dial() (net.Conn, error) {
 		return nil, err
 	}
 	answer := make([]byte, 1)
-	if _, err := io.ReadFull(c, answer); err != nil || answer[0] != 'S' {
+	if _, err := io.ReadFull(c, answer); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("the server refused TLS (%q, %v)", answer, err)
+		return nil, fmt.Errorf("reading the server's answer to SSLRequest: %w", err)
+	}
+	if answer[0] != 'S' {
+		_ = c.Close()
+		return nil, fmt.Errorf("the server refused TLS (%q)", answer)
 	}
 	tc := tls.Client(c, p.tls.Clone())
 	if err := tc.Handshake(); err != nil {

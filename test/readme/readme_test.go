@@ -232,8 +232,8 @@ key=$(redis-cli --tls --cacert "$SECKILL_REDIS_CA_FILE" -u "rediss://$SECKILL_RE
 redis-cli --tls --cacert "$SECKILL_REDIS_CA_FILE" -u "rediss://$SECKILL_REDIS_USERNAME:$SECKILL_REDIS_PASSWORD@$SECKILL_REDIS_ADDRS" --no-auth-warning DEL "$key" >/dev/null
 expect "$r2" 1002 MANUAL_REVIEW 200
 
-# Nothing broken on the way: the runbook's invariant queries.
-seckill runbook verify -activity-id "$SECKILL_ACTIVITY_ID"
+# Nothing broken on the way: every invariant, the frozen reservation expected.
+seckill runbook verify -activity-id "$SECKILL_ACTIVITY_ID" -expect-manual-review 1
 echo "README STEPS DONE"
 `
 

@@ -44,7 +44,7 @@ func byType(rep reconcile.Report) map[string][]reconcile.Anomaly {
 // verifyClean runs the invariant queries of seed §11.6 step 6.
 func verifyClean(t *testing.T, s *testsale.Sale) {
 	t.Helper()
-	res, err := runbook.Verify(context.Background(), s.Pool, s.Redis, s.Activity, []invariants.SKU{{ID: s.SKU.ID, Buckets: s.SKU.Buckets}}, false)
+	res, err := runbook.Verify(context.Background(), s.Pool, s.Redis, s.Activity, []invariants.SKU{{ID: s.SKU.ID, Buckets: s.SKU.Buckets}}, invariants.Expect{})
 	require.NoError(t, err)
 	require.True(t, res.OK(), res.String())
 }

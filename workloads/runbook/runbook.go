@@ -316,11 +316,11 @@ func (g *Gatherer) logs(ev *Evidence, ids []string) {
 
 // Verify is seed §11.6 step 6: every invariant of the activity, straight in
 // PostgreSQL and Redis (package invariants, the one checker every test and
-// demo uses). settled: the sale is over, so nothing may be in flight; else
-// the steps are held to invariants' default bound.
-func Verify(ctx context.Context, pool *pgxpool.Pool, rs *redisstore.Store, activity int64, skus []invariants.SKU, settled bool) (invariants.Report, error) {
+// demo uses), held to what the person verifying expects (the sale settled,
+// reservations still frozen for review).
+func Verify(ctx context.Context, pool *pgxpool.Pool, rs *redisstore.Store, activity int64, skus []invariants.SKU, exp invariants.Expect) (invariants.Report, error) {
 	if activity <= 0 {
 		return invariants.Report{}, fmt.Errorf("verify needs the activity (got %d)", activity)
 	}
-	return invariants.Run(ctx, invariants.Sources{Pool: pool, Redis: rs}, activity, skus, invariants.Expect{Settled: settled})
+	return invariants.Run(ctx, invariants.Sources{Pool: pool, Redis: rs}, activity, skus, exp)
 }

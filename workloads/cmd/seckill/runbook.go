@@ -44,7 +44,7 @@ verbs:
                     unfreeze, none (the decision needs no action), reject (no action; closed REJECTED)
   unfreeze   lift a freeze: the remembered state comes back
              -reservation ID -operator NAME -approver NAME -reason TEXT [-incident ID]
-  verify     step 6: every invariant in PostgreSQL and Redis; exit 1 when one is broken  -activity-id N -skus sku:buckets [-settled]
+  verify     step 6: every invariant in PostgreSQL and Redis; exit 1 when one is broken  -activity-id N -skus sku:buckets [-settled] [-expect-manual-review N]
 
 Every verb takes -pg-dsn (and -redis-addrs/-redis-mode where Redis is read) like the workloads.
 `
@@ -79,6 +79,7 @@ func runRunbook(ctx context.Context, args []string) error {
 		providerNm  = fs.String("provider-name", "sim", "evidence: payment channel name")
 		logs        = fs.String("logs", "", "evidence: comma-separated log files to search")
 		settled     = fs.Bool("settled", false, "verify: the sale is over — nothing may be in flight (open reservations, unsent events, pending compensations)")
+		frozen      = fs.Int64("expect-manual-review", 0, "verify: reservations the person verifying knows are frozen in MANUAL_REVIEW (any other count fails)")
 	)
 	if err := fs.Parse(rest); err != nil {
 		return usageError{err}
@@ -255,7 +256,8 @@ func runRunbook(ctx context.Context, args []string) error {
 		for _, s := range named {
 			skus = append(skus, invariants.SKU{ID: s.ID, Buckets: s.Buckets})
 		}
-		v, err := runbook.Verify(ctx, pool, redisstore.New(rdb), c.ActivityID, skus, *settled)
+		v, err := runbook.Verify(ctx, pool, redisstore.New(rdb), c.ActivityID, skus,
+			invariants.Expect{Settled: *settled, ManualReview: *frozen})
 		if err != nil {
 			return err
 		}

@@ -95,7 +95,9 @@ func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {
 			}()
 			crashAt(t, bin, fp, crashOpts{trigger: func() { go resend() }, explain: func() string {
 				var inbox int
-				_ = pool.QueryRow(ctx, `SELECT count(*) FROM consumer_inbox WHERE message_id = $1`, msg.MessageID).Scan(&inbox)
+				if err := pool.QueryRow(ctx, `SELECT count(*) FROM consumer_inbox WHERE message_id = $1`, msg.MessageID).Scan(&inbox); err != nil {
+					return fmt.Sprintf("waited for message %s; its inbox rows could not be read: %v", msg.MessageID, err)
+				}
 				return fmt.Sprintf("waited for the consumer to receive message %s (sent at %s) and reach the failpoint; its inbox rows: %d",
 					msg.MessageID, time.UnixMilli(now).Format(time.RFC3339Nano), inbox)
 			}}, args...)

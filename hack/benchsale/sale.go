@@ -92,13 +92,7 @@ func (r *saleResult) at(i int) *second {
 func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleResult, error) {
 	activity := time.Now().UnixMilli() % 1_000_000_000_000
 	tokenKey := salekit.RandomHex(32)
-	common := []string{
-		"SECKILL_PG_DSN=" + salekit.Env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + salekit.Env("SECKILL_REDIS_ADDR"),
-		"SECKILL_REDIS_USERNAME=" + salekit.Env("SECKILL_REDIS_USERNAME"), "SECKILL_REDIS_PASSWORD=" + salekit.Env("SECKILL_REDIS_PASSWORD"), "SECKILL_RMQ_CA_FILE=" + salekit.Env("SECKILL_RMQ_CA_FILE"), "SECKILL_REDIS_CA_FILE=" + salekit.Env("SECKILL_REDIS_CA_FILE"), "SECKILL_RMQ_ACCESS_KEY=" + salekit.Env("SECKILL_RMQ_ACCESS_KEY"), "SECKILL_RMQ_SECRET_KEY=" + salekit.Env("SECKILL_RMQ_SECRET_KEY"),
-		"SECKILL_RMQ_ENDPOINT=" + salekit.Env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(activity, 10),
-		fmt.Sprintf("SECKILL_SKUS=%d:%d", sku, c.buckets), "SECKILL_ID_KEYS=1:" + salekit.RandomHex(32),
-		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + gatewayAddr,
-	}
+	common := salekit.SaleEnv(activity, fmt.Sprintf("%d:%d", sku, c.buckets), tokenKey, gatewayAddr)
 	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, c.stock), "-price", fmt.Sprintf("%d=9900", sku)},
 		{"activity", "window", "-state", "ACTIVE", "-payment-window", "1h"}} {
 		if out, err := salekit.Cmd(bin, common, args...).CombinedOutput(); err != nil {

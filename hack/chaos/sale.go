@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,15 +59,7 @@ type sale struct {
 func openSale(ctx context.Context, c config, bin, dir, name string, pgStock, redisStock int64, viaProxy bool) (*sale, error) {
 	s := &sale{activity: time.Now().UnixMilli() % 1_000_000_000_000, pgStock: pgStock, procs: map[string][]*proc{}}
 	tokenKey, payKey := salekit.RandomHex(32), salekit.RandomHex(32)
-	common := []string{
-		"SECKILL_PG_DSN=" + salekit.Env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + salekit.Env("SECKILL_REDIS_ADDR"),
-		"SECKILL_REDIS_USERNAME=" + salekit.Env("SECKILL_REDIS_USERNAME"), "SECKILL_REDIS_PASSWORD=" + salekit.Env("SECKILL_REDIS_PASSWORD"),
-		"SECKILL_RMQ_CA_FILE=" + salekit.Env("SECKILL_RMQ_CA_FILE"), "SECKILL_REDIS_CA_FILE=" + salekit.Env("SECKILL_REDIS_CA_FILE"),
-		"SECKILL_RMQ_ACCESS_KEY=" + salekit.Env("SECKILL_RMQ_ACCESS_KEY"), "SECKILL_RMQ_SECRET_KEY=" + salekit.Env("SECKILL_RMQ_SECRET_KEY"),
-		"SECKILL_RMQ_ENDPOINT=" + salekit.Env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(s.activity, 10),
-		fmt.Sprintf("SECKILL_SKUS=%d:%d", sku, buckets), "SECKILL_ID_KEYS=1:" + salekit.RandomHex(32),
-		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + gatewayAddr,
-	}
+	common := salekit.SaleEnv(s.activity, fmt.Sprintf("%d:%d", sku, buckets), tokenKey, gatewayAddr)
 	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, pgStock), "-price", fmt.Sprintf("%d=100", sku), "-currency", "CNY"},
 		{"activity", "window", "-state", "ACTIVE", "-payment-window", paymentWindow.String()}} {
 		if out, err := salekit.Cmd(bin, common, args...).CombinedOutput(); err != nil {

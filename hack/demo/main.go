@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -78,13 +77,7 @@ func run(buyers int, pgStock int64, nBuckets int) error {
 	demoSKUs := []invariants.SKU{{ID: 90001, Buckets: nBuckets}, {ID: 90002, Buckets: nBuckets}}
 	redisStock := map[int64]int64{90001: pgStock, 90002: pgStock + pgStock/10} // 90002: Redis drifted above PostgreSQL
 	tokenKey := salekit.RandomHex(32)
-	common := []string{
-		"SECKILL_PG_DSN=" + salekit.Env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + salekit.Env("SECKILL_REDIS_ADDR"),
-		"SECKILL_REDIS_USERNAME=" + salekit.Env("SECKILL_REDIS_USERNAME"), "SECKILL_REDIS_PASSWORD=" + salekit.Env("SECKILL_REDIS_PASSWORD"), "SECKILL_RMQ_CA_FILE=" + salekit.Env("SECKILL_RMQ_CA_FILE"), "SECKILL_REDIS_CA_FILE=" + salekit.Env("SECKILL_REDIS_CA_FILE"), "SECKILL_RMQ_ACCESS_KEY=" + salekit.Env("SECKILL_RMQ_ACCESS_KEY"), "SECKILL_RMQ_SECRET_KEY=" + salekit.Env("SECKILL_RMQ_SECRET_KEY"),
-		"SECKILL_RMQ_ENDPOINT=" + salekit.Env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(activity, 10),
-		fmt.Sprintf("SECKILL_SKUS=90001:%d,90002:%d", nBuckets, nBuckets), "SECKILL_ID_KEYS=1:" + salekit.RandomHex(32),
-		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + addr,
-	}
+	common := salekit.SaleEnv(activity, fmt.Sprintf("90001:%d,90002:%d", nBuckets, nBuckets), tokenKey, addr)
 	// Provision and open the sale with the same store operations the
 	// operator makes (seckill activity provision / window).
 	stockFlag := fmt.Sprintf("90001=%d,90002=%d", pgStock, pgStock)

@@ -34,6 +34,22 @@ func Env(key string) string {
 	return v
 }
 
+// SaleEnv is the environment of a local sale's workloads: the stack's
+// PostgreSQL, Redis and broker with their logins and CAs, the activity and
+// its SKUs (sku:buckets,...), fresh id keys, the token key and the
+// gateway's address.
+func SaleEnv(activity int64, skus, tokenKey, httpAddr string) []string {
+	return []string{
+		"SECKILL_PG_DSN=" + Env("SECKILL_PG_DSN"), "SECKILL_REDIS_ADDRS=" + Env("SECKILL_REDIS_ADDR"),
+		"SECKILL_REDIS_USERNAME=" + Env("SECKILL_REDIS_USERNAME"), "SECKILL_REDIS_PASSWORD=" + Env("SECKILL_REDIS_PASSWORD"),
+		"SECKILL_RMQ_CA_FILE=" + Env("SECKILL_RMQ_CA_FILE"), "SECKILL_REDIS_CA_FILE=" + Env("SECKILL_REDIS_CA_FILE"),
+		"SECKILL_RMQ_ACCESS_KEY=" + Env("SECKILL_RMQ_ACCESS_KEY"), "SECKILL_RMQ_SECRET_KEY=" + Env("SECKILL_RMQ_SECRET_KEY"),
+		"SECKILL_RMQ_ENDPOINT=" + Env("SECKILL_RMQ_ENDPOINT"), "SECKILL_ACTIVITY_ID=" + strconv.FormatInt(activity, 10),
+		"SECKILL_SKUS=" + skus, "SECKILL_ID_KEYS=1:" + RandomHex(32),
+		"SECKILL_ID_KEY_CURRENT=1", "SECKILL_TOKEN_KEY=" + tokenKey, "SECKILL_HTTP_ADDR=" + httpAddr,
+	}
+}
+
 // RedisOptions are the stack's standalone Redis with its ACL login, over
 // TLS verified against the stack's CA.
 func RedisOptions() *redis.Options {

@@ -430,45 +430,23 @@ func (s *Store) Reservation(ctx context.Context, sl Slot, id uuid.UUID) (map[str
 // reservation_send_oldest_age_seconds). Entries not yet due (the gateway's
 // own send window, a verification still to come) are not counted.
 func (s *Store) SendBacklog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
-	var n int64
-	var oldest time.Duration
-	for _, sl := range slots {
-		k := sl.SendDue()
-		c, err := s.c.ZCount(ctx, k, "-inf", strconv.FormatInt(now.UnixMilli(), 10)).Result()
-		if err != nil {
-			return 0, 0, fmt.Errorf("counting %s: %w", k, err)
-		}
-		n += c
-		if c == 0 {
-			continue
-		}
-		first, err := s.c.ZRangeWithScores(ctx, k, 0, 0).Result()
-		if err != nil {
-			return 0, 0, fmt.Errorf("reading %s: %w", k, err)
-		}
-		if len(first) == 1 {
-			if age := now.Sub(time.UnixMilli(int64(first[0].Score))); age > oldest {
-				oldest = age
-			}
-		}
-	}
-	return n, oldest, nil
+	return s.zsetBacklog(ctx, slots, Slot.SendDue, now, strconv.FormatInt(now.UnixMilli(), 10))
 }
 
 // Backlog counts the reservations PostgreSQL has not decided yet over slots
 // and the age of the oldest (the order-create backlog, seed §11.3).
 func (s *Store) Backlog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
-	return s.zsetBacklog(ctx, slots, Slot.Open, now)
+	return s.zsetBacklog(ctx, slots, Slot.Open, now, "+inf")
 }
 
-// zsetBacklog sums a per-slot ZSET scored by Unix ms and returns the age of
-// its lowest score.
-func (s *Store) zsetBacklog(ctx context.Context, slots []Slot, key func(Slot) string, now time.Time) (int64, time.Duration, error) {
+// zsetBacklog sums the members of a per-slot ZSET scored by Unix ms up to
+// maxScore and returns the age of its lowest score.
+func (s *Store) zsetBacklog(ctx context.Context, slots []Slot, key func(Slot) string, now time.Time, maxScore string) (int64, time.Duration, error) {
 	var n int64
 	var oldest time.Duration
 	for _, sl := range slots {
 		k := key(sl)
-		c, err := s.c.ZCard(ctx, k).Result()
+		c, err := s.c.ZCount(ctx, k, "-inf", maxScore).Result()
 		if err != nil {
 			return 0, 0, fmt.Errorf("counting %s: %w", k, err)
 		}

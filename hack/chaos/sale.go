@@ -50,6 +50,8 @@ type sale struct {
 	channel  *provider.Client
 	proxy    *pgproxy.Proxy
 	log      *os.File
+	bin      string
+	common   []string
 }
 
 // openSale provisions a fresh activity and starts every workload. pgStock
@@ -135,7 +137,27 @@ func openSale(ctx context.Context, c config, bin, dir, name string, pgStock, red
 		return nil, err
 	}
 	s.traffic = newTraffic(gatewayAddr, s.activity, sku, tokenKey, c.rate)
+	s.bin, s.common = bin, common
 	return s, nil
+}
+
+// reconcileEvery runs the reconcile job every period until ctx ends, as the
+// operator's CronJob does during a sale (seed §13.5): what a crash left for
+// it (a projection event a dead consumer took away, say) is repaired by the
+// job, counted in the table as its repairs.
+func (s *sale) reconcileEvery(ctx context.Context, period time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+		cmd := salekit.Cmd(s.bin, s.roles.Env("reconcile", s.common), "reconcile", "-watermark-lag", "30s")
+		cmd.Stdout, cmd.Stderr = s.log, s.log
+		if err := cmd.Run(); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(s.log, "chaos: reconcile run: %v\n", err)
+		}
+	}
 }
 
 // lookup is the last KEY=value of env.

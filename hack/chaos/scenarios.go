@@ -67,17 +67,19 @@ type row struct {
 	// (the recovery at its end); unavailable the 5xx answers buyers retried.
 	tailP99     time.Duration
 	unavailable int64
-	took        time.Duration
-	gaveUp      int64
-	err         error
+	// repairs are the reconcile job's repair tasks (any status).
+	repairs int64
+	took    time.Duration
+	gaveUp  int64
+	err     error
 }
 
 func (r row) line() string {
 	if r.err != nil {
 		return fmt.Sprintf("  %s: ERROR %v", r.name, r.err)
 	}
-	s := fmt.Sprintf("  %s: %d cycles, %d faults, %d QUEUED, %d orders, %d compensated, %d violations, %d answers 5xx, back to QUEUED %s, reservation → order p99 in the minute after %s, in the last 10 s %s (%s)",
-		r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, r.violations, r.unavailable, r.backToQueued.Round(time.Millisecond),
+	s := fmt.Sprintf("  %s: %d cycles, %d faults, %d QUEUED, %d orders, %d compensated, %d violations, %d reconcile repairs, %d answers 5xx, back to QUEUED %s, reservation → order p99 in the minute after %s, in the last 10 s %s (%s)",
+		r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, r.violations, r.repairs, r.unavailable, r.backToQueued.Round(time.Millisecond),
 		r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
 	for _, f := range r.failed {
 		s += "\n    VIOLATION " + f
@@ -88,14 +90,14 @@ func (r row) line() string {
 func table(rows []row) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tcycles\tfaults\treservations\torders\tcompensations\tviolations\t5xx answers\tback to QUEUED\tres→order p99 minute after\tp99 last 10 s\ttook\t")
+	fmt.Fprintln(w, "scenario\tcycles\tfaults\treservations\torders\tcompensations\tviolations\trepairs\t5xx answers\tback to QUEUED\tres→order p99 minute after\tp99 last 10 s\ttook\t")
 	for _, r := range rows {
 		v := fmt.Sprint(r.violations)
 		if r.err != nil {
 			v = "ERROR"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, v,
-			r.unavailable, r.backToQueued.Round(time.Millisecond), r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t\n", r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, v,
+			r.repairs, r.unavailable, r.backToQueued.Round(time.Millisecond), r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
 	}
 	_ = w.Flush()
 	return b.String()
@@ -112,6 +114,9 @@ func runScenario(ctx context.Context, c config, bin, dir string, s scenario) (ro
 		return r, err
 	}
 	defer sl.close()
+	rctx, stopReconcile := context.WithCancel(ctx)
+	defer stopReconcile()
+	go sl.reconcileEvery(rctx, 20*time.Second)
 
 	tctx, stopTraffic := context.WithCancel(ctx)
 	trafficDone := make(chan struct{})
@@ -156,8 +161,9 @@ func runScenario(ctx context.Context, c config, bin, dir string, s scenario) (ro
 	var reservations int64
 	if err := sl.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE activity_id = $1),
 		(SELECT count(*) FROM inventory_reservation WHERE activity_id = $1),
-		(SELECT count(*) FROM compensation_task t JOIN inventory_reservation r USING (reservation_id) WHERE r.activity_id = $1)`,
-		sl.activity).Scan(&r.orders, &reservations, &r.compensated); err != nil {
+		(SELECT count(*) FROM compensation_task t JOIN inventory_reservation r USING (reservation_id) WHERE r.activity_id = $1),
+		(SELECT count(*) FROM repair_task WHERE activity_id = $1)`,
+		sl.activity).Scan(&r.orders, &reservations, &r.compensated, &r.repairs); err != nil {
 		return r, fmt.Errorf("reading the sale: %w", err)
 	}
 	p99 := func(from, to time.Time) (time.Duration, error) {

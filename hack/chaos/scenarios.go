@@ -69,17 +69,29 @@ type row struct {
 	unavailable int64
 	// repairs are the reconcile job's repair tasks (any status).
 	repairs int64
-	took    time.Duration
-	gaveUp  int64
-	err     error
+	// txns are the order transactions that committed the sale's messages
+	// (inbox rows sharing a transaction id), batchMax the largest: the
+	// evidence that the consumers took the batch paths.
+	txns, messages, batchMax int64
+	took                     time.Duration
+	gaveUp                   int64
+	err                      error
+}
+
+// perTxn is the mean messages per order transaction.
+func (r row) perTxn() float64 {
+	if r.txns == 0 {
+		return 0
+	}
+	return float64(r.messages) / float64(r.txns)
 }
 
 func (r row) line() string {
 	if r.err != nil {
 		return fmt.Sprintf("  %s: ERROR %v", r.name, r.err)
 	}
-	s := fmt.Sprintf("  %s: %d cycles, %d faults, %d QUEUED, %d orders, %d compensated, %d violations, %d reconcile repairs, %d answers 5xx, back to QUEUED %s, reservation → order p99 in the minute after %s, in the last 10 s %s (%s)",
-		r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, r.violations, r.repairs, r.unavailable, r.backToQueued.Round(time.Millisecond),
+	s := fmt.Sprintf("  %s: %d cycles, %d faults, %d QUEUED, %d orders, %d compensated, %d violations, %d reconcile repairs, %d order transactions (%.1f messages each, at most %d), %d answers 5xx, back to QUEUED %s, reservation → order p99 in the minute after %s, in the last 10 s %s (%s)",
+		r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, r.violations, r.repairs, r.txns, r.perTxn(), r.batchMax, r.unavailable, r.backToQueued.Round(time.Millisecond),
 		r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
 	for _, f := range r.failed {
 		s += "\n    VIOLATION " + f
@@ -90,14 +102,14 @@ func (r row) line() string {
 func table(rows []row) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tcycles\tfaults\treservations\torders\tcompensations\tviolations\trepairs\t5xx answers\tback to QUEUED\tres→order p99 minute after\tp99 last 10 s\ttook\t")
+	fmt.Fprintln(w, "scenario\tcycles\tfaults\treservations\torders\tcompensations\tviolations\trepairs\tmsgs/txn (max)\t5xx answers\tback to QUEUED\tres→order p99 minute after\tp99 last 10 s\ttook\t")
 	for _, r := range rows {
 		v := fmt.Sprint(r.violations)
 		if r.err != nil {
 			v = "ERROR"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t\n", r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, v,
-			r.repairs, r.unavailable, r.backToQueued.Round(time.Millisecond), r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%.1f (%d)\t%d\t%s\t%s\t%s\t%s\t\n", r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, v,
+			r.repairs, r.perTxn(), r.batchMax, r.unavailable, r.backToQueued.Round(time.Millisecond), r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
 	}
 	_ = w.Flush()
 	return b.String()
@@ -157,6 +169,13 @@ func runScenario(ctx context.Context, c config, bin, dir string, s scenario) (ro
 		[]invariants.SKU{{ID: sku, Buckets: buckets}}, invariants.Expect{Settled: true}, c.settle)
 	if err != nil {
 		return r, err
+	}
+	// Inbox rows of one transaction share its xmin.
+	if err := sl.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0)::bigint, count(*), coalesce(max(n), 0)::bigint FROM (
+		SELECT i.xmin::text, count(*) AS n FROM consumer_inbox i JOIN inventory_reservation r USING (reservation_id)
+		WHERE r.activity_id = $1 AND i.consumer_group = 'seckill-chaos-consumer' GROUP BY 1) AS b`,
+		sl.activity).Scan(&r.messages, &r.txns, &r.batchMax); err != nil {
+		return r, fmt.Errorf("reading the order transactions: %w", err)
 	}
 	var reservations int64
 	if err := sl.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE activity_id = $1),

@@ -122,9 +122,16 @@ func TestGatewayCrashThenScannerResends(t *testing.T) {
 			require.Eventually(t, func() bool {
 				return count(`SELECT count(*) FROM orders WHERE reservation_id = $1`, rid) == 1
 			}, 90*time.Second, 200*time.Millisecond)
+			// The scanner acks the send: PUBLISHED, the entry kept only to
+			// verify the delivery (due after -resend-after; no projector
+			// runs here to remove it).
 			require.Eventually(t, func() bool {
-				n, err := rdb.ZCard(ctx, sl.SendDue()).Result()
-				return err == nil && n == 0
+				h, err := rs.Reservation(ctx, sl, rid)
+				if err != nil || h["mq_state"] != redisstore.MQPublished {
+					return false
+				}
+				score, err := rdb.ZScore(ctx, sl.SendDue(), rid.String()).Result()
+				return err == nil && time.UnixMilli(int64(score)).After(time.Now().Add(time.Minute))
 			}, 30*time.Second, 200*time.Millisecond, "the scanner acks the send")
 			require.Equal(t, 1, count(`SELECT count(*) FROM consumer_inbox WHERE reservation_id = $1`, rid))
 			require.Equal(t, 1, count(`SELECT count(*) FROM sku_inventory WHERE activity_id = $1 AND available_stock = 4 AND occupied_stock = 1`, activity))

@@ -42,20 +42,30 @@ func newTraffic(gatewayAddr string, activity, sku int64, tokenKey string, rate f
 	return t
 }
 
+// burstEvery is how the buyers arrive: rate × burstEvery of them at once,
+// every burstEvery — a sale's crowd comes in waves, and a wave's messages
+// reach an order consumer together, so it receives them as a batch and
+// takes the batch paths production takes under load (a steady trickle at
+// this rate would give it one message at a time).
+const burstEvery = 500 * time.Millisecond
+
 // run sends requests until ctx ends, then waits for the buyers in flight.
 func (t *traffic) run(ctx context.Context) {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	every := time.Duration(float64(time.Second) / t.rate)
-	tick := time.NewTicker(every)
+	tick := time.NewTicker(burstEvery)
 	defer tick.Stop()
+	owed := 0.0
 	for {
 		select {
 		case <-ctx.Done():
 			t.wg.Wait()
 			return
 		case <-tick.C:
-			t.wg.Add(1)
-			go func() { defer t.wg.Done(); t.buy(hc, t.next.Add(1)) }()
+			owed += t.rate * burstEvery.Seconds()
+			for ; owed >= 1; owed-- {
+				t.wg.Add(1)
+				go func() { defer t.wg.Done(); t.buy(hc, t.next.Add(1)) }()
+			}
 		}
 	}
 }

@@ -166,6 +166,19 @@ type Job struct {
 	EventsTopic string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// StillFor is how long a cross-system difference with nothing open must
+	// stay put, both stores unmoved, before it needs a person (default 3 s):
+	// an order cancelled in PostgreSQL whose release the projector has not
+	// applied yet, or a store read between two steps of a moving sale,
+	// differs for a moment without anything being lost.
+	StillFor time.Duration
+}
+
+func (j *Job) stillFor() time.Duration {
+	if j.StillFor > 0 {
+		return j.StillFor
+	}
+	return 3 * time.Second
 }
 
 func (j *Job) hardDeadlineGrace() time.Duration {
@@ -356,14 +369,26 @@ func (run *pass) conservation(ctx context.Context, store *control.Store, skus []
 			run.add(Anomaly{Type: StockInTransit, Severity: sev, SKU: sku.ID, Delta: inTransit, Evidence: ev})
 		}
 		// Redis committed = PostgreSQL occupied + sold once nothing is in
-		// flight; with open reservations the projection may simply lag.
+		// flight; with open reservations the projection may simply lag, and
+		// a difference that moves (a cancel's release on its way to Redis)
+		// is in flight too: only one that stays put needs a person.
 		if d := c.Occupied + c.Sold - committed; d != 0 {
 			sev := Critical
+			moving := false
 			if open > 0 {
 				sev = Info
+			} else {
+				var err error
+				if moving, err = run.moving(ctx, store, sku, c.Occupied+c.Sold, committed); err != nil {
+					return err
+				}
+				if moving {
+					sev = Info
+				}
 			}
 			a := Anomaly{Type: CrossSystem, Severity: sev, SKU: sku.ID, Delta: d,
-				Evidence: map[string]any{"postgres_occupied_plus_sold": c.Occupied + c.Sold, "redis_committed": committed, "redis_open_reserved": open}}
+				Evidence: map[string]any{"postgres_occupied_plus_sold": c.Occupied + c.Sold, "redis_committed": committed,
+					"redis_open_reserved": open, "moving": moving}}
 			if sev == Critical {
 				// Nothing in flight explains it (Redis lost writes, a key
 				// was deleted): seed §16.12's activity-level recount, by a
@@ -383,6 +408,31 @@ func (run *pass) conservation(ctx context.Context, store *control.Store, skus []
 		}
 	}
 	return nil
+}
+
+// moving reads both stores again after StillFor: true when PostgreSQL's
+// occupied + sold, Redis's committed or its open reservations changed — the
+// difference seen is a sale in motion, not a loss.
+func (run *pass) moving(ctx context.Context, store *control.Store, sku control.SKU, pgCommitted, redisCommitted int64) (bool, error) {
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-time.After(run.job.stillFor()):
+	}
+	c, err := store.Inventory(ctx, run.rep.Activity, sku.ID)
+	if err != nil {
+		return false, err
+	}
+	var committed, open int64
+	for _, sl := range sku.Slots(run.rep.Activity) {
+		rc, err := store.Redis.ReadCounters(ctx, sl)
+		if err != nil {
+			return false, err
+		}
+		committed += rc.Committed
+		open += rc.OpenReserved
+	}
+	return c.Occupied+c.Sold != pgCommitted || committed != redisCommitted || open != 0, nil
 }
 
 func (j *Job) record(ctx context.Context, rep *Report, checkErr error) error {

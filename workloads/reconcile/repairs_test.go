@@ -312,3 +312,43 @@ func TestConcurrentRunsRepairOnce(t *testing.T) {
 	require.Equal(t, "20", s.One(t, `SELECT count(*)::text FROM repair_task WHERE activity_id = $1 AND status = 'APPLIED'`, s.Activity))
 	verifyClean(t, s)
 }
+
+// A cross-system difference that moves is a sale in flight, not a loss: an
+// order cancelled in PostgreSQL whose release the projector applies while
+// the run looks (make chaos found runs recording a recount for a person
+// because of it). One that stays put still goes to a person.
+func TestMovingDifferenceIsNotARecount(t *testing.T) {
+	for _, released := range []bool{true, false} {
+		t.Run(map[bool]string{true: "released meanwhile", false: "never released"}[released], func(t *testing.T) {
+			s, job := newSale(t, 5, 5)
+			job.StillFor = time.Second
+			msg, out := s.Buy(t, 1)
+			s.Project(t, msg, out.OrderID)
+			// The timeout cancel, in PostgreSQL only.
+			s.Exec(t, `UPDATE orders SET status = 'CANCELLED', cancelled_at = clock_timestamp() WHERE order_id = $1`, out.OrderID)
+			s.Exec(t, `UPDATE sku_inventory SET available_stock = available_stock + 1, occupied_stock = occupied_stock - 1 WHERE activity_id = $1`, s.Activity)
+			s.Exec(t, `INSERT INTO inventory_ledger (activity_id, sku_id, idempotency_key, entry_type, delta_available, delta_occupied, reservation_id, order_id)
+				VALUES ($1, $2, 'RELEASE:' || $3::uuid::text, 'RELEASE', 1, -1, $4, $3::uuid)`, s.Activity, testsale.SKUID, out.OrderID, msg.ReservationID)
+			if released {
+				go func() {
+					time.Sleep(300 * time.Millisecond) // the projector, a moment later
+					_, err := s.Redis.ReleaseAfterCancel(context.Background(), s.Slot, msg.ReservationID, out.OrderID, time.Now(), time.Hour)
+					if err != nil {
+						t.Errorf("releasing: %v", err)
+					}
+				}()
+			}
+			rep := run(t, s, job)
+			cross := byType(rep)[reconcile.CrossSystem]
+			require.Len(t, cross, 1, "%+v", rep.Anomalies)
+			if released {
+				require.Equal(t, reconcile.Info, cross[0].Severity)
+				require.Equal(t, true, cross[0].Evidence["moving"])
+				require.Nil(t, cross[0].Repair)
+			} else {
+				require.Equal(t, reconcile.Critical, cross[0].Severity)
+				require.NotNil(t, cross[0].Repair, "a difference that stays put goes to a person")
+			}
+		})
+	}
+}

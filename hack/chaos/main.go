@@ -21,8 +21,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -62,6 +64,15 @@ func main() {
 			c.only[n] = true
 		}
 	}
+	// Interrupted: no workload outlives the harness.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "chaos: interrupted; killing the workloads")
+		killLive()
+		os.Exit(130)
+	}()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)

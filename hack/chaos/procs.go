@@ -14,6 +14,25 @@ import (
 	"time"
 )
 
+// live are the processes started and not yet stopped: killed when the
+// harness itself is interrupted, so that no workload outlives it.
+var live sync.Map // *proc → struct{}
+
+// killLive SIGKILLs every live process and keeps them from restarting.
+func killLive() {
+	live.Range(func(k, _ any) bool {
+		p := k.(*proc)
+		p.mu.Lock()
+		p.stopping = true
+		c := p.cmd
+		p.mu.Unlock()
+		if c != nil && c.Process != nil {
+			_ = c.Process.Kill()
+		}
+		return true
+	})
+}
+
 // proc is one workload process the harness keeps running: whenever it exits
 // (at a failpoint, or killed) it is started again, as a Deployment's
 // kubelet would, until the sale stops.
@@ -50,6 +69,7 @@ func (p *proc) run(ctx context.Context) error {
 	if err := p.start(); err != nil {
 		return err
 	}
+	live.Store(p, struct{}{})
 	go func() {
 		for {
 			p.mu.Lock()
@@ -126,6 +146,7 @@ func (p *proc) stop() {
 			<-exited
 		}
 	}
+	live.Delete(p)
 }
 
 // pick is a random element of ps.

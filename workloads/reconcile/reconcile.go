@@ -51,6 +51,7 @@ var (
 	qRunFinish           = sqlfile.Must(sqlFiles, "run_finish")
 	qAnomalyInsert       = sqlfile.Must(sqlFiles, "anomaly_insert")
 	qReservationsScan    = sqlfile.Must(sqlFiles, "reservations_scan")
+	qReleaseInFlight     = sqlfile.Must(sqlFiles, "release_in_flight")
 	qReservationsKnown   = sqlfile.Must(sqlFiles, "reservations_known")
 	qOutboxStale         = sqlfile.Must(sqlFiles, "outbox_stale")
 	qPaymentsAfterCancel = sqlfile.Must(sqlFiles, "payments_after_cancel")
@@ -172,6 +173,10 @@ type Job struct {
 	// applied yet, or a store read between two steps of a moving sale,
 	// differs for a moment without anything being lost.
 	StillFor time.Duration
+
+	// betweenReads, in tests, runs after a page is read from PostgreSQL
+	// and before its Redis hashes are (a sale moving under the run).
+	betweenReads func()
 }
 
 func (j *Job) stillFor() time.Duration {

@@ -62,34 +62,66 @@ func (r resRow) evidence() map[string]any {
 func (run *pass) checkReservations(ctx context.Context, sku control.SKU) error {
 	after := uuid.Nil
 	for {
-		rows, err := run.job.Pool.Query(ctx, qReservationsScan, run.rep.Activity, sku.ID, after, run.rep.Watermark, pageSize)
+		page, err := run.scan(ctx, sku.ID, after)
 		if err != nil {
-			return fmt.Errorf("reading reservations of sku %d: %w", sku.ID, err)
-		}
-		page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (resRow, error) {
-			var r resRow
-			err := row.Scan(&r.ID, &r.Status, &r.Version, &r.Bucket, &r.User, &r.Request, &r.Message, &r.Order,
-				&r.ReservedAt, &r.Deadline, &r.OrderStatus, &r.TaskID, &r.TaskStatus, &r.TaskKey, &r.TaskLive, &r.TaskResult)
-			r.slot = redisstore.Slot{ActivityID: run.rep.Activity, SKUID: sku.ID, Bucket: r.Bucket}
-			return r, err
-		})
-		if err != nil {
-			return fmt.Errorf("reading reservations of sku %d: %w", sku.ID, err)
+			return err
 		}
 		if len(page) == 0 {
 			return nil
 		}
+		if run.job.betweenReads != nil {
+			run.job.betweenReads()
+		}
 		if err := run.loadRedis(ctx, page); err != nil {
 			return err
 		}
+		// PostgreSQL decides first and Redis follows (the projection), so
+		// PostgreSQL is read again after Redis: a Redis state ahead of the
+		// PostgreSQL one is then a real conflict, never a transition made
+		// between the two reads. A row that moved meanwhile (it left the
+		// watermark) is checked by the next run.
+		fresh, err := run.scan(ctx, sku.ID, after)
+		if err != nil {
+			return err
+		}
+		now := make(map[uuid.UUID]resRow, len(fresh))
+		for _, r := range fresh {
+			now[r.ID] = r
+		}
 		for i := range page {
+			r, ok := now[page[i].ID]
+			if !ok {
+				run.rep.InFlight++
+				continue
+			}
+			r.redis, r.marker = page[i].redis, page[i].marker
 			run.rep.Checked++
-			if err := run.apply(ctx, sku.ID, &page[i]); err != nil {
+			if err := run.apply(ctx, sku.ID, &r); err != nil {
 				return err
 			}
 		}
 		after = page[len(page)-1].ID
 	}
+}
+
+// scan reads one page of the SKU's reservations after the id, older than
+// the watermark (reservations_scan.sql).
+func (run *pass) scan(ctx context.Context, sku int64, after uuid.UUID) ([]resRow, error) {
+	rows, err := run.job.Pool.Query(ctx, qReservationsScan, run.rep.Activity, sku, after, run.rep.Watermark, pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("reading reservations of sku %d: %w", sku, err)
+	}
+	page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (resRow, error) {
+		var r resRow
+		err := row.Scan(&r.ID, &r.Status, &r.Version, &r.Bucket, &r.User, &r.Request, &r.Message, &r.Order,
+			&r.ReservedAt, &r.Deadline, &r.OrderStatus, &r.TaskID, &r.TaskStatus, &r.TaskKey, &r.TaskLive, &r.TaskResult)
+		r.slot = redisstore.Slot{ActivityID: run.rep.Activity, SKUID: sku, Bucket: r.Bucket}
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading reservations of sku %d: %w", sku, err)
+	}
+	return page, nil
 }
 
 // loadRedis reads each reservation's hash and compensation marker in one pipeline.
@@ -124,6 +156,19 @@ func (run *pass) apply(ctx context.Context, sku int64, r *resRow) error {
 	if d.Rule == RuleFrozen {
 		run.add(a)
 		return nil
+	}
+	if d.Rule == RuleCancelNotProjected && r.Order != nil {
+		// The release travels as an outbox event: while the relay has not
+		// sent it, or sent it only lately (a broker outage), Redis lagging
+		// is the projection on its way, not a loss.
+		var inFlight bool
+		if err := run.job.Pool.QueryRow(ctx, qReleaseInFlight, *r.Order, run.rep.Watermark).Scan(&inFlight); err != nil {
+			return fmt.Errorf("reading the cancel event of order %s: %w", *r.Order, err)
+		}
+		if inFlight {
+			run.rep.InFlight++
+			return nil
+		}
 	}
 	t := repair.New(run.rep.Activity, repair.ObjectReservation, r.ID.String(), d.Rule, r.Version, d.Target)
 	t.Evidence, t.Before, t.RunID = a.Evidence, a.Evidence, &run.runID

@@ -152,7 +152,7 @@ func (s *sale) reconcileEvery(ctx context.Context, period time.Duration) {
 			return
 		case <-time.After(period):
 		}
-		cmd := salekit.Cmd(s.bin, s.roles.Env("reconcile", s.common), "reconcile", "-watermark-lag", "30s")
+		cmd := salekit.Cmd(s.bin, s.roles.Env("reconcile", s.common), "reconcile") // the CronJob's default watermark lag (1 min)
 		cmd.Stdout, cmd.Stderr = s.log, s.log
 		if err := cmd.Run(); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(s.log, "chaos: reconcile run: %v\n", err)

@@ -282,7 +282,7 @@ func checkOrders(ctx context.Context, pool *pgxpool.Pool, activity int64, r *Rep
 	}
 	r.Add("one valid order per user and SKU", dupUsers == 0, "%d users with more", dupUsers)
 	r.Add("one order per reservation", dupRes == 0, "%d reservations with more", dupRes)
-	r.Add("every order's reservation is ORDER_CREATED with it", orphanOrders == 0, "%d orders without", orphanOrders)
+	r.Add("every order's reservation is ORDER_CREATED with it (or frozen from it)", orphanOrders == 0, "%d orders without", orphanOrders)
 	r.Add("every ORDER_CREATED reservation has its order", missingOrders == 0, "%d without", missingOrders)
 	r.Add("no cancelled order keeps a successful payment", paidCancelled == 0, "%d", paidCancelled)
 	r.Add("no reservation both ordered and compensated", compensatedOrders == 0, "%d", compensatedOrders)

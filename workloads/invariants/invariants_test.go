@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/repair"
 	"github.com/seckill/seckill-operator/workloads/testsale"
 )
 
@@ -125,4 +127,21 @@ func TestAQueryErrorFailsTheCheck(t *testing.T) {
 	require.Error(t, err)
 	_, err = invariants.Run(context.Background(), invariants.Sources{Pool: s.Pool}, s.Activity, nil, invariants.Expect{})
 	require.Error(t, err)
+}
+
+// A reservation frozen for review keeps its order: the freeze remembers it
+// was ORDER_CREATED, and the caller says how many it froze.
+func TestAFrozenOrderedReservationIsExpected(t *testing.T) {
+	s, rids := settledSale(t)
+	var ordered uuid.UUID
+	for _, id := range rids {
+		if s.One(t, `SELECT status FROM inventory_reservation WHERE reservation_id = $1`, id) == "ORDER_CREATED" {
+			ordered = uuid.MustParse(id)
+		}
+	}
+	_, err := (&repair.Store{Pool: s.Pool}).Freeze(context.Background(), ordered, repair.Audit{Operator: "t", Reason: "review"}, nil, nil)
+	require.NoError(t, err)
+	r := run(t, s, invariants.Expect{Settled: true, ManualReview: 1})
+	require.True(t, r.OK(), r.String())
+	require.False(t, run(t, s, invariants.Expect{Settled: true}).OK(), "an unexpected freeze is reported")
 }

@@ -6,10 +6,14 @@ SELECT
                          GROUP BY sku_id, user_id HAVING count(*) > 1) AS d)::bigint,
   -- one order per reservation
   (SELECT count(*) FROM (SELECT 1 FROM orders WHERE activity_id = $1 GROUP BY reservation_id HAVING count(*) > 1) AS d)::bigint,
-  -- every order's reservation recorded ORDER_CREATED with that order
+  -- every order's reservation recorded ORDER_CREATED with it (or frozen for
+  -- review from ORDER_CREATED: the freeze remembers the state)
   (SELECT count(*) FROM orders AS o
    LEFT JOIN inventory_reservation AS r ON r.reservation_id = o.reservation_id
-   WHERE o.activity_id = $1 AND (r.reservation_id IS NULL OR r.status <> 'ORDER_CREATED' OR r.order_id IS DISTINCT FROM o.order_id))::bigint,
+   LEFT JOIN reservation_freeze AS f ON f.reservation_id = o.reservation_id
+   WHERE o.activity_id = $1
+     AND (r.reservation_id IS NULL OR r.order_id IS DISTINCT FROM o.order_id
+          OR NOT (r.status = 'ORDER_CREATED' OR (r.status = 'MANUAL_REVIEW' AND f.frozen_status = 'ORDER_CREATED'))))::bigint,
   -- every ORDER_CREATED reservation has its order
   (SELECT count(*) FROM inventory_reservation AS r
    WHERE r.activity_id = $1 AND r.status = 'ORDER_CREATED'

@@ -325,10 +325,7 @@ func TestMovingDifferenceIsNotARecount(t *testing.T) {
 			msg, out := s.Buy(t, 1)
 			s.Project(t, msg, out.OrderID)
 			// The timeout cancel, in PostgreSQL only.
-			s.Exec(t, `UPDATE orders SET status = 'CANCELLED', cancelled_at = clock_timestamp() WHERE order_id = $1`, out.OrderID)
-			s.Exec(t, `UPDATE sku_inventory SET available_stock = available_stock + 1, occupied_stock = occupied_stock - 1 WHERE activity_id = $1`, s.Activity)
-			s.Exec(t, `INSERT INTO inventory_ledger (activity_id, sku_id, idempotency_key, entry_type, delta_available, delta_occupied, reservation_id, order_id)
-				VALUES ($1, $2, 'RELEASE:' || $3::uuid::text, 'RELEASE', 1, -1, $4, $3::uuid)`, s.Activity, testsale.SKUID, out.OrderID, msg.ReservationID)
+			cancelInPostgreSQL(t, s, msg.ReservationID, out.OrderID)
 			if released {
 				go func() {
 					time.Sleep(300 * time.Millisecond) // the projector, a moment later
@@ -362,10 +359,7 @@ func TestReservationMovingUnderTheRunIsNotAConflict(t *testing.T) {
 	msg, out := s.Buy(t, 1)
 	s.Project(t, msg, out.OrderID)
 	reconcile.SetBetweenReads(job, func() {
-		s.Exec(t, `UPDATE orders SET status = 'CANCELLED', cancelled_at = clock_timestamp(), updated_at = clock_timestamp() WHERE order_id = $1`, out.OrderID)
-		s.Exec(t, `UPDATE sku_inventory SET available_stock = available_stock + 1, occupied_stock = occupied_stock - 1 WHERE activity_id = $1`, s.Activity)
-		s.Exec(t, `INSERT INTO inventory_ledger (activity_id, sku_id, idempotency_key, entry_type, delta_available, delta_occupied, reservation_id, order_id)
-			VALUES ($1, $2, 'RELEASE:' || $3::uuid::text, 'RELEASE', 1, -1, $4, $3::uuid)`, s.Activity, testsale.SKUID, out.OrderID, msg.ReservationID)
+		cancelInPostgreSQL(t, s, msg.ReservationID, out.OrderID)
 		_, err := s.Redis.ReleaseAfterCancel(context.Background(), s.Slot, msg.ReservationID, out.OrderID, time.Now(), time.Hour)
 		require.NoError(t, err)
 	})
@@ -383,10 +377,7 @@ func TestCancelReleaseOnItsWayIsNotForAPerson(t *testing.T) {
 	s, job := newSale(t, 5, 5)
 	msg, out := s.Buy(t, 1)
 	s.Project(t, msg, out.OrderID)
-	s.Exec(t, `UPDATE orders SET status = 'CANCELLED', cancelled_at = clock_timestamp() WHERE order_id = $1`, out.OrderID)
-	s.Exec(t, `UPDATE sku_inventory SET available_stock = available_stock + 1, occupied_stock = occupied_stock - 1 WHERE activity_id = $1`, s.Activity)
-	s.Exec(t, `INSERT INTO inventory_ledger (activity_id, sku_id, idempotency_key, entry_type, delta_available, delta_occupied, reservation_id, order_id)
-		VALUES ($1, $2, 'RELEASE:' || $3::uuid::text, 'RELEASE', 1, -1, $4, $3::uuid)`, s.Activity, testsale.SKUID, out.OrderID, msg.ReservationID)
+	cancelInPostgreSQL(t, s, msg.ReservationID, out.OrderID)
 	s.Exec(t, `INSERT INTO event_outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version, message_key, payload)
 		VALUES ($1, 'ORDER', $2, 'ORDER_CANCELLED', 1, $2::uuid::text, '{}')`, ids.NewRandom(), out.OrderID)
 	job.StillFor = 10 * time.Millisecond
@@ -397,4 +388,15 @@ func TestCancelReleaseOnItsWayIsNotForAPerson(t *testing.T) {
 	s.Exec(t, `UPDATE event_outbox SET status = 'SENT', sent_at = now() - interval '1 hour' WHERE aggregate_id = $1`, out.OrderID)
 	rep = run(t, s, job)
 	require.Len(t, byType(rep)[reconcile.RuleCancelNotProjected], 1, "sent long ago and Redis still has the order")
+}
+
+// cancelInPostgreSQL is the timeout cancel's transaction in PostgreSQL only
+// (order CANCELLED, its unit released, the RELEASE ledger entry): Redis has
+// not heard of it yet.
+func cancelInPostgreSQL(t *testing.T, s *testsale.Sale, reservation, order uuid.UUID) {
+	t.Helper()
+	s.Exec(t, `UPDATE orders SET status = 'CANCELLED', cancelled_at = clock_timestamp(), updated_at = clock_timestamp() WHERE order_id = $1`, order)
+	s.Exec(t, `UPDATE sku_inventory SET available_stock = available_stock + 1, occupied_stock = occupied_stock - 1 WHERE activity_id = $1`, s.Activity)
+	s.Exec(t, `INSERT INTO inventory_ledger (activity_id, sku_id, idempotency_key, entry_type, delta_available, delta_occupied, reservation_id, order_id)
+		VALUES ($1, $2, 'RELEASE:' || $3::uuid::text, 'RELEASE', 1, -1, $4, $3::uuid)`, s.Activity, testsale.SKUID, order, reservation)
 }

@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -11,15 +9,15 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 )
 
-// guardBacklog is seed §11.3 step 6: while the oldest undecided reservation
-// is older than the threshold, time-driven compensation pauses (the flag in
-// activity_control that deadline rejections obey); it resumes once the
-// backlog is younger than half the threshold (hysteresis).
+// guardBacklog is seed §11.3 step 6 (control.GuardDecision): while the
+// oldest undecided reservation is older than the threshold, time-driven
+// compensation pauses (the flag in activity_control that deadline
+// rejections obey); it resumes once the backlog is younger than half the
+// threshold. The condition remembers the decision.
 func (r *SeckillActivityReconciler) guardBacklog(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, b control.Backlog) error {
-	threshold := dur(act.Spec.Scaling.CompensationPauseAfter, 2*time.Minute)
+	threshold := dur(act.Spec.Scaling.CompensationPauseAfter, control.DefaultPauseAfter)
 	wasPaused := conditionTrue(act, seckillv1alpha1.ConditionCompensationPaused)
-	pause := b.OldestAge > threshold || (wasPaused && b.OldestAge > threshold/2)
-	reason := fmt.Sprintf("oldest undecided reservation %s old (threshold %s), %d open", b.OldestAge.Round(time.Second), threshold, b.Open)
+	pause, reason := control.GuardDecision(b, threshold, wasPaused)
 	changed, err := store.SetCompensationPaused(ctx, act.Spec.ActivityID, pause, reason)
 	if err != nil {
 		return err

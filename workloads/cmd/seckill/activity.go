@@ -21,7 +21,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
-const activityUsage = `usage: seckill activity <provision|window|roles|status> [flags]
+const activityUsage = `usage: seckill activity <provision|window|roles|status|guard> [flags]
 
 The store operations the operator makes for a SeckillActivity, for running
 the workloads without Kubernetes:
@@ -34,6 +34,9 @@ the workloads without Kubernetes:
              workload's DSN to -out (kept: a second run changes nothing)
   status     what the stores hold: stock per SKU and bucket, window, backlog,
              stock moves in transit, the last reconcile run
+  guard      the operator's backlog guard: pause time-driven compensation
+             while the oldest undecided reservation is older than
+             -pause-after, resume below half of it; once, or every -every
 
 Every command takes the common flags (-pg-dsn, -redis-addrs, -activity-id,
 -skus, ...; environment defaults as for the workloads).
@@ -42,7 +45,7 @@ Every command takes the common flags (-pg-dsn, -redis-addrs, -activity-id,
 func runActivity(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, activityUsage)
-		return usageError{errors.New("a subcommand is required: provision, window, roles or status")}
+		return usageError{errors.New("a subcommand is required: provision, window, roles, status or guard")}
 	}
 	switch args[0] {
 	case "provision":
@@ -53,12 +56,14 @@ func runActivity(ctx context.Context, args []string) error {
 		return activityRoles(ctx, args[1:], os.Stdout)
 	case "status":
 		return activityStatus(ctx, args[1:], os.Stdout)
+	case "guard":
+		return activityGuard(ctx, args[1:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(activityUsage)
 		return nil
 	}
 	fmt.Fprint(os.Stderr, activityUsage)
-	return usageError{fmt.Errorf("unknown subcommand %q: want provision, window, roles or status", args[0])}
+	return usageError{fmt.Errorf("unknown subcommand %q: want provision, window, roles, status or guard", args[0])}
 }
 
 // activityStore opens the activity's stores after the flags were checked.
@@ -267,6 +272,51 @@ func activityStatus(ctx context.Context, args []string, w io.Writer) error {
 	}
 	printStatus(w, st)
 	return nil
+}
+
+// activityGuard runs the operator's backlog guard (control.GuardDecision)
+// where there is no operator: once, or every -every until ctx ends. It
+// prints a line whenever the flag moves.
+func activityGuard(ctx context.Context, args []string, w io.Writer) error {
+	var c config.Common
+	fs := flag.NewFlagSet("activity guard", flag.ContinueOnError)
+	c.Bind(fs)
+	after := fs.Duration("pause-after", control.DefaultPauseAfter, "pause while the oldest undecided reservation is older than this")
+	every := fs.Duration("every", 0, "run again at this period until stopped (0: once)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if err := c.Check(config.Need{PG: true, Redis: true, Slots: true}); err != nil {
+		return usageError{err}
+	}
+	if *after <= 0 || *every < 0 {
+		return usageError{fmt.Errorf("-pause-after must be positive and -every not negative, got %s and %s", *after, *every)}
+	}
+	var closers []func() error
+	defer closeAll(&closers)
+	store, skus, err := activityStore(ctx, &c, &closers)
+	if err != nil {
+		return err
+	}
+	for {
+		pause, changed, reason, err := store.Guard(ctx, c.ActivityID, skus, *after, time.Now())
+		switch {
+		case err != nil && (*every == 0 || ctx.Err() != nil):
+			return err
+		case err != nil:
+			fmt.Fprintf(w, "%s backlog guard: %v (tried again in %s)\n", time.Now().Format(time.RFC3339), err, *every)
+		case changed || *every == 0:
+			fmt.Fprintf(w, "%s compensation paused %t: %s\n", time.Now().Format(time.RFC3339), pause, reason)
+		}
+		if *every == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*every):
+		}
+	}
 }
 
 func printStatus(w io.Writer, st control.Status) {

@@ -50,6 +50,7 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"payments with three keys of one provider", []string{"payments", "-pg-dsn", "postgres://x", "-payment-keys", "sim:00112233445566778899aabbccddeeff,sim:00112233445566778899aabbccddeef0,sim:00112233445566778899aabbccddeef1"}, "more than 2 keys"},
 		{"activity provision negative stock", []string{"activity", "provision", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:2", "-activity-id", "5", "-stock", "1=-5"}, "units >= 0"},
 		{"activity window bad state", []string{"activity", "window", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:2", "-activity-id", "5", "-state", "OPEN"}, `-state "OPEN"`},
+		{"activity guard zero threshold", []string{"activity", "guard", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-skus", "1:2", "-activity-id", "5", "-pause-after", "0s"}, "-pause-after must be positive"},
 		{"provider-sim without key", []string{"provider-sim", "-payment-keys", "other:00112233445566778899aabbccddeeff"}, `no key for channel "sim"`},
 		{"provider-sim bad callback url", []string{"provider-sim", "-payment-keys", "sim:00112233445566778899aabbccddeeff", "-callback-url", "ftp://x"}, "-callback-url"},
 		{"gateway short token key", []string{"gateway", "-pg-dsn", "postgres://x", "-redis-addrs", "x:1", "-rmq-endpoint", "x:1", "-skus", "1:1", "-id-keys", "1:00112233445566778899aabbccddeeff", "-token-key", "short"}, "-token-key must be at least 32 bytes"},

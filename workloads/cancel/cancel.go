@@ -11,7 +11,6 @@ package cancel
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/payment"
@@ -39,9 +39,6 @@ var (
 	qTimerRearm    = sqlfile.Must(sqlFiles, "timer_rearm")
 	qPaused        = sqlfile.Must(sqlFiles, "paused")
 )
-
-// TypeOrderCancelled is the outbox event of a cancellation.
-const TypeOrderCancelled = "ORDER_CANCELLED"
 
 // Results.
 const (
@@ -192,13 +189,12 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 		if _, err := tx.Exec(ctx, qLedgerRelease, activity, sku, reservation, order); err != nil {
 			return fmt.Errorf("writing the RELEASE ledger row of order %s: %w", order, err)
 		}
-		payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": TypeOrderCancelled, "order_id": order,
-			"reservation_id": reservation, "activity_id": activity, "sku_id": sku, "bucket": bucket})
 		topic := c.EventsTopic
 		if topic == "" {
 			topic = names.TopicOrderEvents
 		}
-		if err := orderstore.InsertOutboxEvent(ctx, tx, "ORDER", order, TypeOrderCancelled, topic, payload); err != nil {
+		if err := orderstore.InsertOutboxEvent(ctx, tx, "ORDER", order, topic,
+			events.NewOrderCancelled(order, reservation, activity, sku, bucket)); err != nil {
 			return err
 		}
 		result = Cancelled

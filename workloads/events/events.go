@@ -5,7 +5,6 @@
 package events
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,12 +13,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// Event types.
-const (
-	TypeOrderCreateRequested = "ORDER_CREATE_REQUESTED"
-	TypeOrderCreated         = "ORDER_CREATED"
-	TypeOrderRejected        = "RESERVATION_COMPENSATE_REQUIRED"
-)
+// TypeOrderCreateRequested is the order-create message (the create topic);
+// the outbox's events are in order.go.
+const TypeOrderCreateRequested = "ORDER_CREATE_REQUESTED"
 
 // MaxMessageBytes bounds a message body; larger ones are refused unread.
 const MaxMessageBytes = 16 << 10
@@ -73,39 +69,32 @@ func (e *InvalidError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Unwrap() error { return ErrInvalid }
 
+// ReasonOf is the quarantine reason of err: an *InvalidError's, else
+// MALFORMED.
+func ReasonOf(err error) string {
+	var ie *InvalidError
+	if errors.As(err, &ie) {
+		return ie.Reason
+	}
+	return ReasonMalformed
+}
+
 func invalid(reason, format string, args ...any) error {
 	return &InvalidError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
 // ParseOrderCreateRequested parses and validates an order-create message.
 func ParseOrderCreateRequested(raw []byte) (OrderCreateRequested, error) {
-	var m OrderCreateRequested
-	if len(raw) > MaxMessageBytes {
-		return m, invalid(ReasonOversized, "%d bytes, limit %d", len(raw), MaxMessageBytes)
+	typ, err := peek(raw)
+	if err != nil {
+		return OrderCreateRequested{}, err
 	}
-	// Peek at the schema first, so a future schema is reported as such and
-	// not as a field mismatch.
-	var head struct {
-		SchemaVersion *int   `json:"schema_version"`
-		EventType     string `json:"event_type"`
+	if typ != TypeOrderCreateRequested {
+		return OrderCreateRequested{}, invalid(ReasonUnknownSchema, "schema_version 1, event_type %q", typ)
 	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return m, invalid(ReasonMalformed, "%v", err)
-	}
-	if head.SchemaVersion == nil || *head.SchemaVersion != 1 || head.EventType != TypeOrderCreateRequested {
-		v := "missing"
-		if head.SchemaVersion != nil {
-			v = fmt.Sprint(*head.SchemaVersion)
-		}
-		return m, invalid(ReasonUnknownSchema, "schema_version %s, event_type %q", v, head.EventType)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return m, invalid(ReasonMalformed, "%v", err)
-	}
-	if dec.More() {
-		return m, invalid(ReasonMalformed, "trailing data after the message")
+	m, err := decodeAs[OrderCreateRequested](raw)
+	if err != nil {
+		return m, err
 	}
 	switch {
 	case m.MessageID == uuid.Nil || m.ReservationID == uuid.Nil || m.RequestID == uuid.Nil:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -295,21 +294,26 @@ func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.Ord
 	if err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("occupying stock: %w", err)
 	}
-	return c.created(msg, orderID, tail), nil
+	return c.created(msg, orderID, tail)
 }
 
 // created queues the writes that follow a new order: the reservation CAS,
 // the ledger, the ORDER_CREATED event and the timeout-cancel timer.
-func (c *Consumer) created(msg events.OrderCreateRequested, orderID uuid.UUID, tail *writes) Outcome {
+func (c *Consumer) created(msg events.OrderCreateRequested, orderID uuid.UUID, tail *writes) (Outcome, error) {
+	payload, err := events.NewOrderCreated(msg, orderID).Marshal()
+	if err != nil {
+		return Outcome{Action: Retry}, err
+	}
+	timer, err := events.NewCancelTimer(orderID, msg.ActivityID).Marshal()
+	if err != nil {
+		return Outcome{Action: Retry}, err
+	}
 	tail.add("marking reservation created", onlyOne(msg), qReservationCreated, msg.ReservationID, orderID)
 	tail.add("writing ledger", nil, qLedgerOccupy, msg.ActivityID, msg.SKUID, msg.ReservationID, orderID)
-	payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": events.TypeOrderCreated,
-		"order_id": orderID, "reservation_id": msg.ReservationID, "activity_id": msg.ActivityID,
-		"sku_id": msg.SKUID, "user_id": msg.UserID, "bucket": msg.Bucket, "trace": msg.Trace})
 	tail.add("writing ORDER_CREATED outbox event", nil, qOutboxInsert, ids.NewRandom(), "ORDER", msg.ReservationID,
 		events.TypeOrderCreated, c.eventsTopic(), payload)
-	tail.add("writing the cancel timer", nil, qTimerInsert, ids.NewRandom(), c.cancelTopic(), orderID)
-	return Outcome{Action: Ack, Result: ResultOrderCreated, OrderID: orderID}
+	tail.add("writing the cancel timer", nil, qTimerInsert, ids.NewRandom(), c.cancelTopic(), orderID, timer)
+	return Outcome{Action: Ack, Result: ResultOrderCreated, OrderID: orderID}, nil
 }
 
 // lateAndEnforced tells whether msg is past its business deadline with
@@ -330,13 +334,14 @@ func (c *Consumer) lateAndEnforced(ctx context.Context, tx pgx.Tx, msg events.Or
 
 // reject queues the rejection, its compensation task and the outbox event.
 func (c *Consumer) reject(msg events.OrderCreateRequested, tail *writes, reason string) (Outcome, error) {
+	payload, err := events.NewCompensateRequired(msg, reason).Marshal()
+	if err != nil {
+		return Outcome{Action: Retry}, err
+	}
 	tail.add("marking reservation rejected", onlyOne(msg), qReservationRejected, msg.ReservationID, reason)
 	tail.add("writing compensation task", nil, qCompensationInsert, ids.NewRandom(), msg.ReservationID)
-	payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": events.TypeOrderRejected,
-		"reservation_id": msg.ReservationID, "activity_id": msg.ActivityID, "sku_id": msg.SKUID,
-		"user_id": msg.UserID, "bucket": msg.Bucket, "reason": reason, "trace": msg.Trace})
 	tail.add("writing rejection outbox event", nil, qOutboxInsert, ids.NewRandom(), "RESERVATION", msg.ReservationID,
-		events.TypeOrderRejected, c.eventsTopic(), payload)
+		events.TypeCompensateRequired, c.eventsTopic(), payload)
 	return Outcome{Action: Ack, Result: ResultOrderRejected, Reason: reason}, nil
 }
 

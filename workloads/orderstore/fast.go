@@ -228,7 +228,9 @@ func (c *Consumer) insertOrders(ctx context.Context, tx pgx.Tx, fi []*fastItem, 
 		}
 		if late {
 			f.decided = true
-			f.out, _ = c.reject(f.msg, tail, ReasonDeadlineExceeded)
+			if f.out, err = c.reject(f.msg, tail, ReasonDeadlineExceeded); err != nil {
+				return err
+			}
 			continue
 		}
 		f.orderID = ids.NewRandom()
@@ -247,7 +249,9 @@ func (c *Consumer) insertOrders(ctx context.Context, tx pgx.Tx, fi []*fastItem, 
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			f.decided, f.orderID = true, uuid.Nil
-			f.out, _ = c.reject(f.msg, tail, ReasonAlreadyPurchased)
+			if f.out, err = c.reject(f.msg, tail, ReasonAlreadyPurchased); err != nil {
+				return err
+			}
 		case err != nil:
 			return fmt.Errorf("inserting order: %w", err)
 		}
@@ -304,7 +308,10 @@ func (c *Consumer) takeStockLast(ctx context.Context, tx pgx.Tx, fi []*fastItem)
 	w.add("setting a savepoint", nil, sqlSavepoint)
 	for _, k := range keys {
 		for _, f := range bySKU[k] {
-			f.out = c.created(f.msg, f.orderID, &w)
+			var err error
+			if f.out, err = c.created(f.msg, f.orderID, &w); err != nil {
+				return false, err
+			}
 		}
 	}
 	c.finishInbox(fi, &w)
@@ -358,12 +365,17 @@ func (c *Consumer) takeStock(ctx context.Context, tx pgx.Tx, fi []*fastItem, tai
 		}
 		for i, f := range want {
 			f.decided = true
+			var err error
 			if int64(i) < n {
-				f.out = c.created(f.msg, f.orderID, tail)
+				if f.out, err = c.created(f.msg, f.orderID, tail); err != nil {
+					return err
+				}
 				continue
 			}
 			tail.add("withdrawing an order without stock", onlyOneOrder, qOrderWithdraw, f.orderID)
-			f.out, _ = c.reject(f.msg, tail, ReasonStockExhausted)
+			if f.out, err = c.reject(f.msg, tail, ReasonStockExhausted); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
-
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
 
@@ -49,9 +49,13 @@ func RecordProjection(ctx context.Context, pool *pgxpool.Pool, group, topic, eve
 
 // InsertOutboxEvent writes an outbox event inside the caller's business
 // transaction (seed §9.4); the relay sends it.
-func InsertOutboxEvent(ctx context.Context, tx pgx.Tx, aggregateType string, aggregateID uuid.UUID, eventType, topic string, payload []byte) error {
-	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), aggregateType, aggregateID, eventType, topic, payload); err != nil {
-		return fmt.Errorf("writing %s outbox event: %w", eventType, err)
+func InsertOutboxEvent(ctx context.Context, tx pgx.Tx, aggregateType string, aggregateID uuid.UUID, topic string, ev events.Event) error {
+	payload, err := ev.Marshal()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), aggregateType, aggregateID, ev.Type(), topic, payload); err != nil {
+		return fmt.Errorf("writing %s outbox event: %w", ev.Type(), err)
 	}
 	return nil
 }

@@ -60,7 +60,10 @@ func (c *Consumer) RejectTimedOut(ctx context.Context, msg events.OrderCreateReq
 			return nil
 		}
 		var tail writes
-		rejected, _ := c.reject(msg, &tail, ReasonDeadlineExceeded)
+		rejected, err := c.reject(msg, &tail, ReasonDeadlineExceeded)
+		if err != nil {
+			return err
+		}
 		if err := tail.run(ctx, tx); err != nil {
 			return err
 		}

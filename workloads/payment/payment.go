@@ -10,7 +10,6 @@ package payment
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
@@ -37,12 +37,6 @@ var (
 	qStockSell        = sqlfile.Must(sqlFiles, "stock_sell")
 	qLedgerSell       = sqlfile.Must(sqlFiles, "ledger_sell")
 	qPaymentRefunding = sqlfile.Must(sqlFiles, "payment_refunding")
-)
-
-// Event types written to the outbox.
-const (
-	TypeOrderPaid      = "ORDER_PAID"
-	TypeRefundRequired = "PAYMENT_REFUND_REQUIRED"
 )
 
 // Results of applying a callback.
@@ -168,7 +162,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 		if _, err := tx.Exec(ctx, qLedgerSell, activity, sku, reservationID, cb.OrderID); err != nil {
 			return "", fmt.Errorf("writing the SELL ledger row of order %s: %w", cb.OrderID, err)
 		}
-		if err := s.event(ctx, tx, TypeOrderPaid, cb, activity, sku, reservationID); err != nil {
+		if err := s.event(ctx, tx, events.TypeOrderPaid, cb, activity, sku, reservationID); err != nil {
 			return "", err
 		}
 		return ResultPaid, nil
@@ -188,7 +182,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 		if err != nil {
 			return "", fmt.Errorf("starting the refund of payment %s: %w", pid, err)
 		}
-		if err := s.event(ctx, tx, TypeRefundRequired, cb, activity, sku, reservationID); err != nil {
+		if err := s.event(ctx, tx, events.TypeRefundRequired, cb, activity, sku, reservationID); err != nil {
 			return "", err
 		}
 		return ResultPaidAfterCancel, nil
@@ -200,9 +194,8 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 }
 
 func (s *Store) event(ctx context.Context, tx pgx.Tx, typ string, cb Callback, activity, sku int64, reservationID uuid.UUID) error {
-	payload, _ := json.Marshal(map[string]any{"schema_version": 1, "event_type": typ, "order_id": cb.OrderID,
-		"reservation_id": reservationID, "activity_id": activity, "sku_id": sku, "payment_id": cb.PaymentID(),
-		"provider": cb.Provider, "provider_transaction_id": cb.TransactionID, "amount_cents": cb.AmountCents, "currency": cb.Currency,
-		"paid_at_ms": cb.PaidAt.UnixMilli()})
-	return orderstore.InsertOutboxEvent(ctx, tx, "ORDER", cb.OrderID, typ, s.topic(), payload)
+	return orderstore.InsertOutboxEvent(ctx, tx, "ORDER", cb.OrderID, s.topic(), events.Payment{SchemaVersion: 1, EventType: typ,
+		OrderID: cb.OrderID, ReservationID: reservationID, ActivityID: activity, SKUID: sku, PaymentID: cb.PaymentID(),
+		Provider: cb.Provider, ProviderTransactionID: cb.TransactionID, AmountCents: cb.AmountCents, Currency: cb.Currency,
+		PaidAtMs: cb.PaidAt.UnixMilli()})
 }

@@ -6,7 +6,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -446,17 +445,6 @@ func (p *Projector) terminalTTL() time.Duration {
 	return 7 * 24 * time.Hour
 }
 
-type orderEvent struct {
-	EventType     string    `json:"event_type"`
-	OrderID       uuid.UUID `json:"order_id"`
-	ReservationID uuid.UUID `json:"reservation_id"`
-	ActivityID    int64     `json:"activity_id"`
-	SKUID         int64     `json:"sku_id"`
-	Bucket        int       `json:"bucket"`
-	// Reason: ORDER_REJECTED's reason code.
-	Reason string `json:"reason"`
-}
-
 // Run projects until ctx ends.
 func (p *Projector) Run(ctx context.Context) error {
 	if p.Metrics == nil {
@@ -467,12 +455,14 @@ func (p *Projector) Run(ctx context.Context) error {
 }
 
 func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
-	var ev orderEvent
-	eventID, idErr := uuid.Parse(d.MessageID)
-	if err := json.Unmarshal(d.Body, &ev); err != nil || idErr != nil || ev.ReservationID == uuid.Nil {
-		detail := fmt.Sprintf("event body or id unreadable: %v %v", err, idErr)
+	eventID, err := uuid.Parse(d.MessageID)
+	var ev events.Event
+	if err == nil {
+		ev, err = events.ParseEvent(d.Body)
+	}
+	if err != nil {
 		if qerr := orderstore.Quarantine(ctx, p.Pool, orderstore.Quarantined{Group: p.Group, Topic: d.Topic,
-			BrokerMessageID: d.BrokerID, Reason: events.ReasonMalformed, Detail: detail, Payload: d.Body}); qerr != nil {
+			BrokerMessageID: d.BrokerID, Reason: events.ReasonOf(err), Detail: "event refused: " + err.Error(), Payload: d.Body}); qerr != nil {
 			_ = p.MQ.Retry(d, 5*time.Second)
 			return
 		}
@@ -480,11 +470,11 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		_ = p.MQ.Ack(ctx, d)
 		return
 	}
-	slot := redisstore.Slot{ActivityID: ev.ActivityID, SKUID: ev.SKUID, Bucket: ev.Bucket}
-	result := "IGNORED"
-	switch ev.EventType {
-	case events.TypeOrderCreated:
-		res, err := p.Redis.ProjectOrderCreated(ctx, slot, ev.ReservationID, ev.OrderID, time.Now())
+	result := "IGNORED" // payments: for systems downstream
+	switch e := ev.(type) {
+	case events.OrderCreated:
+		slot := redisstore.Slot{ActivityID: e.ActivityID, SKUID: e.SKUID, Bucket: e.Bucket}
+		res, err := p.Redis.ProjectOrderCreated(ctx, slot, e.ReservationID, e.OrderID, time.Now())
 		if err != nil {
 			_ = p.MQ.Retry(d, time.Second)
 			return
@@ -493,12 +483,13 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		if !res.OK() {
 			// Missing or conflicting projection: the reconcile job rebuilds it
 			// from PostgreSQL (seed §11.5 row 1); recorded, not retried forever.
-			p.Log.Warn("projection refused", "reservation_id", ev.ReservationID, "reason", res.Reason)
+			p.Log.Warn("projection refused", "reservation_id", e.ReservationID, "reason", res.Reason)
 		}
-	case events.TypeOrderRejected:
+	case events.CompensateRequired:
 		// The refusal is shown (GET answers ORDER_REJECTED with its reason);
 		// the compensator restores the stock.
-		res, err := p.Redis.ProjectOrderRejected(ctx, slot, ev.ReservationID, ev.Reason, time.Now())
+		slot := redisstore.Slot{ActivityID: e.ActivityID, SKUID: e.SKUID, Bucket: e.Bucket}
+		res, err := p.Redis.ProjectOrderRejected(ctx, slot, e.ReservationID, e.Reason, time.Now())
 		if err != nil {
 			_ = p.MQ.Retry(d, time.Second)
 			return
@@ -507,20 +498,21 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		if !res.OK() && res.Code != -1 {
 			// A lost hash is the compensator's and the reconcile job's;
 			// a conflict is recorded, not retried forever.
-			p.Log.Warn("rejection projection refused", "reservation_id", ev.ReservationID, "reason", res.Reason)
+			p.Log.Warn("rejection projection refused", "reservation_id", e.ReservationID, "reason", res.Reason)
 		}
-	case cancel.TypeOrderCancelled:
-		res, err := p.Redis.ReleaseAfterCancel(ctx, slot, ev.ReservationID, ev.OrderID, time.Now(), p.terminalTTL())
+	case events.OrderCancelled:
+		slot := redisstore.Slot{ActivityID: e.ActivityID, SKUID: e.SKUID, Bucket: e.Bucket}
+		res, err := p.Redis.ReleaseAfterCancel(ctx, slot, e.ReservationID, e.OrderID, time.Now(), p.terminalTTL())
 		if err != nil {
 			_ = p.MQ.Retry(d, time.Second)
 			return
 		}
 		result = res.Reason
 		if !res.OK() {
-			p.Log.Warn("release refused", "reservation_id", ev.ReservationID, "reason", res.Reason)
+			p.Log.Warn("release refused", "reservation_id", e.ReservationID, "reason", res.Reason)
 		}
 	}
-	if err := orderstore.RecordProjection(ctx, p.Pool, p.Group, d.Topic, ev.EventType, eventID, ev.ReservationID, d.Body, result); err != nil {
+	if err := orderstore.RecordProjection(ctx, p.Pool, p.Group, d.Topic, ev.Type(), eventID, ev.Reservation(), d.Body, result); err != nil {
 		_ = p.MQ.Retry(d, time.Second)
 		return
 	}
@@ -684,10 +676,6 @@ func (c *Canceller) rearmAfter() int {
 	return 4
 }
 
-type cancelTimer struct {
-	OrderID uuid.UUID `json:"order_id"`
-}
-
 // Run cancels until ctx ends; every RefundEvery it also refunds the
 // payments reported after a cancellation.
 func (c *Canceller) Run(ctx context.Context) error {
@@ -707,18 +695,14 @@ func (c *Canceller) Run(ctx context.Context) error {
 }
 
 func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
-	var tm cancelTimer
-	err := json.Unmarshal(d.Body, &tm)
-	if err == nil && tm.OrderID == uuid.Nil {
-		err = errors.New("no order_id")
-	}
+	tm, err := events.ParseCancelTimer(d.Body)
 	var out cancel.Outcome
 	if err == nil {
 		out, err = c.Cancel.Handle(ctx, tm.OrderID)
 	}
-	if err != nil && (errors.Is(err, cancel.ErrNoOrder) || tm.OrderID == uuid.Nil) {
+	if err != nil && (errors.Is(err, cancel.ErrNoOrder) || errors.Is(err, events.ErrInvalid)) {
 		if qerr := orderstore.Quarantine(ctx, c.Cancel.Pool, orderstore.Quarantined{Group: c.Group, Topic: d.Topic,
-			BrokerMessageID: d.BrokerID, Reason: events.ReasonMalformed, Detail: err.Error(), Payload: d.Body}); qerr != nil {
+			BrokerMessageID: d.BrokerID, Reason: events.ReasonOf(err), Detail: err.Error(), Payload: d.Body}); qerr != nil {
 			_ = c.MQ.Retry(d, 5*time.Second)
 			return
 		}

@@ -443,10 +443,15 @@ func (run *pass) moving(ctx context.Context, store *control.Store, sku control.S
 func (j *Job) record(ctx context.Context, rep *Report, checkErr error) error {
 	return pgx.BeginTxFunc(ctx, j.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		for _, a := range rep.Anomalies {
-			ev, _ := json.Marshal(a.Evidence)
+			ev, err := json.Marshal(a.Evidence)
+			if err != nil {
+				return fmt.Errorf("encoding the evidence of anomaly %s: %w", a.Type, err)
+			}
 			var repairID []byte
 			if a.Repair != nil {
-				repairID, _ = repair.ParseID(a.Repair.ID)
+				if repairID, err = repair.ParseID(a.Repair.ID); err != nil {
+					return fmt.Errorf("anomaly %s: %w", a.Type, err)
+				}
 			}
 			if _, err := tx.Exec(ctx, qAnomalyInsert, rep.RunID, a.Type, a.Severity, rep.Activity, a.SKU, a.Object, a.Delta, ev, repairID); err != nil {
 				return fmt.Errorf("recording anomaly %s: %w", a.Type, err)
@@ -457,7 +462,10 @@ func (j *Job) record(ctx context.Context, rep *Report, checkErr error) error {
 		if checkErr != nil {
 			summary["error"] = checkErr.Error()
 		}
-		sj, _ := json.Marshal(summary)
+		sj, err := json.Marshal(summary)
+		if err != nil {
+			return fmt.Errorf("encoding the reconcile run's summary: %w", err)
+		}
 		if _, err := tx.Exec(ctx, qRunFinish, rep.RunID, rep.Status, len(rep.Anomalies), rep.AutoRepaired(), rep.Manual(), sj); err != nil {
 			return fmt.Errorf("finishing the reconcile run: %w", err)
 		}

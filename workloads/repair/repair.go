@@ -245,9 +245,18 @@ func scanTask(r pgx.CollectableRow) (Task, error) {
 		return t, err
 	}
 	t.IDHex = hex.EncodeToString(t.ID)
-	_ = json.Unmarshal(ev, &t.Evidence)
-	_ = json.Unmarshal(before, &t.Before)
-	_ = json.Unmarshal(after, &t.After)
+	for _, f := range []struct {
+		name string
+		raw  []byte
+		into any
+	}{{"evidence", ev, &t.Evidence}, {"before_state", before, &t.Before}, {"after_state", after, &t.After}} {
+		if len(f.raw) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(f.raw, f.into); err != nil {
+			return t, fmt.Errorf("repair task %s: reading its %s: %w", t.IDHex, f.name, err)
+		}
+	}
 	return t, nil
 }
 

@@ -231,7 +231,7 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	}
 	reg := prometheus.NewRegistry()
 	s := &Server{cfg: cfg, redis: rs, pg: pg, sender: sender, ring: ring, log: log, now: time.Now, reg: reg,
-		breaker: &Breaker{Threshold: 5, Cooldown: 5 * time.Second}, limiter: newLimiter(cfg.RatePerSecond), statusLimiter: newLimiter(cfg.StatusPerSecond)}
+		breaker: NewBreaker(5, 5*time.Second), limiter: newLimiter(cfg.RatePerSecond), statusLimiter: newLimiter(cfg.StatusPerSecond)}
 	s.m = metrics{
 		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Reservation requests by answer code."}, []string{"code"}),
 		created:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_created_total", Help: "Redis reservations created."}),
@@ -480,7 +480,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 		return answer{Code: CodeRateLimited, Message: "too many requests, retry with the same request_id"}
 	}
 	now := s.now()
-	allowed, ticket := s.breaker.Allow(now)
+	allowed, ticket := s.breaker.Allow()
 	if !allowed {
 		return answer{Code: CodeServiceUnavailable, Message: "order queue unavailable, retry later with the same request_id"}
 	}
@@ -572,8 +572,8 @@ func (s *Server) doReserve(r *http.Request) answer {
 			return answer{Code: CodeServiceUnavailable, Message: "retry with the same request_id"}
 		}
 		sent = true
-		if s.sendq == nil || !s.sendq.offer(rr) {
-			s.send(r.Context(), rr)
+		if s.sendq == nil || !s.sendq.offer(outgoing{rr, ticket}) {
+			s.send(r.Context(), outgoing{rr, ticket})
 		}
 		return answer{Code: CodeQueued, ReservationID: rid.String(), Message: "accepted, the order is being created"}
 	case redisstore.ReserveReplayed:
@@ -619,11 +619,18 @@ func (s *Server) failpoint(name string) error {
 // send sends the order-create message at once, a bounded number of times
 // with the same id; if the outcome stays unknown the reservation is marked
 // UNKNOWN and left to the scanner — the user is QUEUED either way.
-func (s *Server) send(ctx context.Context, rr redisstore.ReserveRequest) {
+func (s *Server) send(ctx context.Context, o outgoing) {
+	rr := o.rr
 	msg := events.NewOrderCreateRequested(rr.ReservationID, rr.MessageID, rr.RequestID, rr.Slot.ActivityID, rr.Slot.SKUID,
 		rr.UserID, rr.Slot.Bucket, rr.Now.UnixMilli(), rr.BusinessDeadline.UnixMilli(), rr.TraceID)
-	body, _ := msg.Marshal()
-	var err error
+	body, err := msg.Marshal()
+	if err != nil {
+		// Not the broker's failure: the scanner sends it (and fails the
+		// same way, visibly) with the same id.
+		s.breaker.Release(o.ticket)
+		s.log.Error("order-create message not encoded; left to the scanner", "reservation_id", rr.ReservationID, "error", err)
+		return
+	}
 	for i := 0; i < s.cfg.SendAttempts; i++ {
 		sctx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
 		_, err = s.sender.Send(sctx, mq.Message{Topic: s.cfg.Topic, MessageID: rr.MessageID.String(),
@@ -634,7 +641,7 @@ func (s *Server) send(ctx context.Context, rr redisstore.ReserveRequest) {
 		}
 	}
 	now := s.now()
-	s.breaker.Record(err == nil, now)
+	s.breaker.Record(o.ticket, err == nil)
 	bg := context.WithoutCancel(ctx)
 	if err == nil {
 		if s.failpoint("after_mq_send_before_redis_mark") != nil {
@@ -733,7 +740,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	if err := s.redis.Client().Ping(ctx).Err(); err != nil || s.breaker.Open(s.now()) {
+	if err := s.redis.Client().Ping(ctx).Err(); err != nil || s.breaker.Open() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}

@@ -17,18 +17,25 @@ import (
 type sendQueue struct {
 	mu     sync.RWMutex
 	closed bool
-	q      chan redisstore.ReserveRequest
+	q      chan outgoing
 	wg     sync.WaitGroup
 }
 
-func newSendQueue(workers, size int, send func(context.Context, redisstore.ReserveRequest)) *sendQueue {
-	sq := &sendQueue{q: make(chan redisstore.ReserveRequest, size)}
+// outgoing is a reservation to send and its request's breaker ticket,
+// answered by the send.
+type outgoing struct {
+	rr     redisstore.ReserveRequest
+	ticket Ticket
+}
+
+func newSendQueue(workers, size int, send func(context.Context, outgoing)) *sendQueue {
+	sq := &sendQueue{q: make(chan outgoing, size)}
 	for range workers {
 		sq.wg.Add(1)
 		go func() {
 			defer sq.wg.Done()
-			for rr := range sq.q {
-				send(context.Background(), rr)
+			for o := range sq.q {
+				send(context.Background(), o)
 			}
 		}()
 	}
@@ -37,14 +44,14 @@ func newSendQueue(workers, size int, send func(context.Context, redisstore.Reser
 
 // offer queues rr; false when the queue is full or closed (the caller
 // sends it itself).
-func (sq *sendQueue) offer(rr redisstore.ReserveRequest) bool {
+func (sq *sendQueue) offer(o outgoing) bool {
 	sq.mu.RLock()
 	defer sq.mu.RUnlock()
 	if sq.closed {
 		return false
 	}
 	select {
-	case sq.q <- rr:
+	case sq.q <- o:
 		return true
 	default:
 		return false

@@ -9,59 +9,90 @@ import (
 )
 
 func TestBreaker(t *testing.T) {
-	t0 := time.Unix(0, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	const cooldown = 100 * time.Millisecond
 	open := func() *Breaker {
-		b := &Breaker{Threshold: 3, Cooldown: time.Second, TrialLease: 2 * time.Second}
+		b := NewBreaker(3, cooldown)
 		for range 3 {
-			ok, _ := b.Allow(t0)
+			ok, ticket := b.Allow()
 			require.True(t, ok)
-			b.Record(false, t0)
+			b.Record(ticket, false)
 		}
 		return b
 	}
-	allowed := func(b *Breaker, now time.Time) bool { ok, _ := b.Allow(now); return ok }
+	allowed := func(b *Breaker) bool { ok, _ := b.Allow(); return ok }
+	cooled := func() { time.Sleep(cooldown + 20*time.Millisecond) }
 
 	t.Run("open, half-open trial, closed on success", func(t *testing.T) {
 		b := open()
-		require.False(t, allowed(b, at(500*time.Millisecond)), "open")
-		require.True(t, b.Open(at(500*time.Millisecond)))
-		require.Equal(t, 500*time.Millisecond, b.OpenFor(at(500*time.Millisecond)))
-		require.True(t, allowed(b, at(2*time.Second)), "half-open trial")
-		require.False(t, allowed(b, at(2*time.Second)), "one trial at a time")
-		require.True(t, b.Open(at(2*time.Second)), "not ready while the trial is in flight")
-		b.Record(true, at(2*time.Second))
-		require.True(t, allowed(b, at(2*time.Second)), "closed after a success")
-		require.False(t, b.Open(at(2*time.Second)))
-		require.Zero(t, b.OpenFor(at(3*time.Second)))
+		require.False(t, allowed(b), "open")
+		require.True(t, b.Open())
+		require.Greater(t, b.OpenFor(time.Now()), time.Duration(0))
+		cooled()
+		require.False(t, b.Open(), "half-open, no trial yet")
+		ok, trial := b.Allow()
+		require.True(t, ok, "half-open trial")
+		require.False(t, allowed(b), "one trial at a time")
+		require.True(t, b.Open(), "not ready while the trial is in flight")
+		b.Record(trial, true)
+		require.True(t, allowed(b), "closed after a success")
+		require.False(t, b.Open())
+		require.Zero(t, b.OpenFor(time.Now()))
 	})
 	t.Run("a failed trial opens it for another cooldown", func(t *testing.T) {
 		b := open()
-		require.True(t, allowed(b, at(2*time.Second)))
-		b.Record(false, at(2*time.Second))
-		require.False(t, allowed(b, at(2500*time.Millisecond)))
-		require.True(t, allowed(b, at(3*time.Second)), "the next trial after the cooldown")
-		require.Equal(t, 3*time.Second, b.OpenFor(at(3*time.Second)), "open since the first opening")
+		since := b.OpenFor(time.Now())
+		cooled()
+		ok, trial := b.Allow()
+		require.True(t, ok)
+		b.Record(trial, false)
+		require.False(t, allowed(b))
+		cooled()
+		require.True(t, allowed(b), "the next trial after the cooldown")
+		require.Greater(t, b.OpenFor(time.Now()), since+cooldown, "open since the first opening")
 	})
 	t.Run("a trial that did not send is released", func(t *testing.T) {
 		b := open()
-		ok, ticket := b.Allow(at(2 * time.Second))
+		cooled()
+		ok, trial := b.Allow()
 		require.True(t, ok)
-		b.Release(ticket) // e.g. SOLD_OUT or a replay: no send, no outcome
-		require.True(t, allowed(b, at(2*time.Second)), "another request is the trial")
+		b.Release(trial) // e.g. SOLD_OUT or a replay: no send, no outcome
+		require.False(t, b.Open())
+		require.True(t, allowed(b), "another request is the trial")
 	})
-	t.Run("a trial nobody reports on expires", func(t *testing.T) {
-		b := open()
-		require.True(t, allowed(b, at(2*time.Second)))
-		require.False(t, allowed(b, at(3*time.Second)), "lease running")
-		require.True(t, allowed(b, at(4*time.Second)), "lease expired: a new trial")
+	t.Run("a ticket is answered once", func(t *testing.T) {
+		b := NewBreaker(2, cooldown)
+		ok, ticket := b.Allow()
+		require.True(t, ok)
+		b.Record(ticket, false)
+		b.Record(ticket, false) // a second answer is ignored
+		require.False(t, b.Open(), "one failure, not two")
 	})
 	t.Run("releasing a closed-state ticket changes nothing", func(t *testing.T) {
-		b := &Breaker{Threshold: 3, Cooldown: time.Second}
-		ok, ticket := b.Allow(t0)
+		b := NewBreaker(3, cooldown)
+		ok, ticket := b.Allow()
 		require.True(t, ok)
 		b.Release(ticket)
-		require.False(t, b.Open(t0))
+		require.False(t, b.Open())
+	})
+	t.Run("a success between failures resets the count", func(t *testing.T) {
+		b := NewBreaker(3, cooldown)
+		for _, outcome := range []bool{false, false, true, false, false} {
+			_, ticket := b.Allow()
+			b.Record(ticket, outcome)
+		}
+		require.False(t, b.Open())
+	})
+}
+
+// BenchmarkBreaker is the breaker's cost per request on the hot path
+// (Allow, then the send's Record), from many goroutines at once.
+func BenchmarkBreaker(b *testing.B) {
+	br := NewBreaker(5, 5*time.Second)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, ticket := br.Allow()
+			br.Record(ticket, true)
+		}
 	})
 }
 

@@ -14,6 +14,14 @@ var ErrLost = errors.New("lease lost")
 
 // Backoff is the delay before attempt+1: exponential from 200 ms, capped at
 // one minute, with ±20 % jitter so workers do not retry in step.
+//
+// Why not cenkalti/backoff: its ExponentialBackOff is an iterator whose
+// state is the attempts made so far, in one process. Here the attempt
+// count is a column of the row being retried (outbox event, compensation
+// task, send_due entry): the next try is scheduled in PostgreSQL or Redis
+// and made by whichever worker claims it, possibly after a restart. A pure
+// function of that count is what fits; an iterator would have to be
+// rebuilt and stepped n times per call to give the same answer.
 func Backoff(attempt int) time.Duration {
 	if attempt < 1 {
 		attempt = 1

@@ -12,6 +12,18 @@
 // success, else the broker's code and remark. Each call here opens its own
 // connection: admin calls are rare and a connection is never shared by two
 // of them.
+//
+// Why not rocketmq-client-go/v2's admin (checked at
+// v2.1.3-0.20251226070945-2173d070fd1b, the version the module proxy
+// serves): its CreateTopic sends no topic attributes, and RocketMQ 5 needs
+// "+message.type=DELAY" or "FIFO" on the timer and create topics (a
+// NORMAL topic refuses a delayed message); it cannot create or delete a
+// subscription group (it only lists them), which the operator does for
+// every activity; and with TLS on it dials with InsecureSkipVerify, which
+// our rule that every connection is authenticated forbids. It would also
+// add the v2 remoting client's goroutines and logger to the operator for
+// nine request codes. What this package speaks is the same frame both use,
+// with HMAC-SHA1 ACL signing as the broker expects (sign, below).
 package admin
 
 import (

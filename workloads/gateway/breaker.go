@@ -114,4 +114,3 @@ func (b *Breaker) OpenFor(now time.Time) time.Duration {
 	}
 	return now.Sub(b.openSince)
 }
-

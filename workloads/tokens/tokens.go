@@ -4,14 +4,20 @@
 // lifetime, a small leeway for clocks. Several keys may be active at once so
 // that a key is rotated without logging anyone out; a key is used only with
 // its own algorithm, so an ES256 public key can never verify an HS256 token
-// (algorithm confusion) and "none" is never accepted. The tokens an issuer
-// makes are read by a fast path that gives golang-jwt's verdict without its
-// generic decoding (fast.go).
+// (algorithm confusion) and "none" is never accepted.
+//
+// golang-jwt is the only parser and verifier. A token that verified is
+// remembered by its SHA-256 (a bounded LRU of verdicts, each valid only
+// inside the token's own time window), so a buyer's retries and status
+// polls with the same token cost a hash, not a parse; a token never seen,
+// or outside the window it was accepted in, goes to golang-jwt again.
+// Refusals are never remembered.
 package tokens
 
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -24,6 +30,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // ErrUnauthenticated is any token problem; the reason stays in logs only.
@@ -41,6 +48,9 @@ const (
 	MaxTokenBytes = 4096
 	// MinHMACKeyBytes is the shortest HS256 key accepted (RFC 7518 §3.2).
 	MinHMACKeyBytes = 32
+	// VerifiedCacheSize bounds the verdicts remembered (about 100 bytes
+	// each).
+	VerifiedCacheSize = 1 << 16
 )
 
 var kidPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -53,8 +63,19 @@ type Verifier struct {
 	MaxLifetime time.Duration
 	hmac        map[string][]byte
 	ec          map[string]*ecdsa.PublicKey
-	hmacPools   map[string]*hmacPool
-	headers     headerCache
+	verified    *lru.Cache[[sha256.Size]byte, verdict]
+	// parser decodes and checks the signature (reused: its options do
+	// not change); the claims are validated per call at the caller's now.
+	parser *jwt.Parser
+}
+
+// verdict is a verified token's subject and the window in which golang-jwt
+// accepts it regardless of the time it is asked at: after its iat and nbf
+// less the leeway, before its exp (the leeway past exp is left to the
+// library).
+type verdict struct {
+	user          int64
+	after, before time.Time
 }
 
 const (
@@ -64,8 +85,13 @@ const (
 
 // NewVerifier is a verifier with the defaults and no keys.
 func NewVerifier() *Verifier {
+	cache, err := lru.New[[sha256.Size]byte, verdict](VerifiedCacheSize)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
 	return &Verifier{Issuer: DefaultIssuer, Audience: DefaultAudience, Leeway: DefaultLeeway, MaxLifetime: DefaultMaxLifetime,
-		hmac: map[string][]byte{}, ec: map[string]*ecdsa.PublicKey{}, hmacPools: map[string]*hmacPool{}}
+		hmac: map[string][]byte{}, ec: map[string]*ecdsa.PublicKey{}, verified: cache,
+		parser: jwt.NewParser(jwt.WithValidMethods([]string{algHS256, algES256}), jwt.WithStrictDecoding(), jwt.WithoutClaimsValidation())}
 }
 
 // AddHMAC adds an HS256 key under kid.
@@ -77,7 +103,6 @@ func (v *Verifier) AddHMAC(kid string, key []byte) error {
 		return fmt.Errorf("token key %q: an HS256 key needs at least %d bytes, has %d", kid, MinHMACKeyBytes, len(key))
 	}
 	v.hmac[kid] = append([]byte(nil), key...)
-	v.hmacPools[kid] = newHMACPool(key)
 	return nil
 }
 
@@ -168,40 +193,57 @@ func ParseECPublicKey(b []byte) (*ecdsa.PublicKey, error) {
 	return key, nil
 }
 
-// Verify checks token at now and returns its subject as the user id. The
-// tokens an issuer makes take the fast path (fast.go); golang-jwt decides
-// every other.
+// Verify checks token at now and returns its subject as the user id: a
+// verdict remembered for this very token inside its window, else
+// golang-jwt's.
 func (v *Verifier) Verify(token string, now time.Time) (int64, error) {
 	if len(token) > MaxTokenBytes || v.Keys() == 0 {
 		return 0, ErrUnauthenticated
 	}
-	if user, err := v.fast(token, now); !errors.Is(err, errUnsure) {
-		return user, err
+	h := sha256.Sum256([]byte(token))
+	if d, ok := v.verified.Get(h); ok && now.After(d.after) && now.Before(d.before) {
+		return d.user, nil
 	}
-	return v.library(token, now)
-}
-
-// library verifies token with golang-jwt, and remembers the header of a
-// token that verified for the fast path.
-func (v *Verifier) library(token string, now time.Time) (int64, error) {
-	var claims jwt.RegisteredClaims
-	t, err := jwt.ParseWithClaims(token, &claims, v.key,
-		jwt.WithValidMethods([]string{algHS256, algES256}),
-		jwt.WithIssuer(v.Issuer), jwt.WithAudience(v.Audience), jwt.WithLeeway(v.Leeway),
-		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithTimeFunc(func() time.Time { return now }),
-		jwt.WithStrictDecoding())
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
-	}
-	if claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > v.MaxLifetime {
-		return 0, fmt.Errorf("%w: no iat, or a lifetime over %s", ErrUnauthenticated, v.MaxLifetime)
-	}
-	user, err := subject(claims.Subject)
+	d, err := v.library(token, now)
 	if err != nil {
 		return 0, err
 	}
-	kid, _ := t.Header["kid"].(string)
-	v.headers.put(token[:strings.IndexByte(token, '.')], header{alg: t.Method.Alg(), kid: kid})
+	v.verified.Add(h, d)
+	return d.user, nil
+}
+
+// library verifies token with golang-jwt.
+func (v *Verifier) library(token string, now time.Time) (verdict, error) {
+	var claims jwt.RegisteredClaims
+	if _, err := v.parser.ParseWithClaims(token, &claims, v.key); err != nil {
+		return verdict{}, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+	}
+	if err := jwt.NewValidator(jwt.WithIssuer(v.Issuer), jwt.WithAudience(v.Audience), jwt.WithLeeway(v.Leeway),
+		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithTimeFunc(func() time.Time { return now })).Validate(claims); err != nil {
+		return verdict{}, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+	}
+	if claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > v.MaxLifetime {
+		return verdict{}, fmt.Errorf("%w: no iat, or a lifetime over %s", ErrUnauthenticated, v.MaxLifetime)
+	}
+	user, err := subject(claims.Subject)
+	if err != nil {
+		return verdict{}, err
+	}
+	after := claims.IssuedAt.Time
+	if claims.NotBefore != nil && claims.NotBefore.After(after) {
+		after = claims.NotBefore.Time
+	}
+	return verdict{user: user, after: after.Add(-v.Leeway), before: claims.ExpiresAt.Time}, nil
+}
+
+// subject reads sub as a user id: a positive integer in its plain decimal
+// form only (no sign, no leading zero), so one user has one spelling.
+func subject(sub string) (int64, error) {
+	var buf [20]byte
+	user, err := strconv.ParseInt(sub, 10, 64)
+	if err != nil || user <= 0 || string(strconv.AppendInt(buf[:0], user, 10)) != sub {
+		return 0, fmt.Errorf("%w: sub must be a positive integer", ErrUnauthenticated)
+	}
 	return user, nil
 }
 

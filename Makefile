@@ -62,6 +62,10 @@ test: manifests generate ## Every test on the real local stack, then the README'
 	$(MAKE) chaos CHAOS_CYCLES=3 CHAOS_AFTER=5s
 	$(MAKE) e2e
 
+.PHONY: test-unit
+test-unit: ## Every test that needs no server, in well under a minute with a warm build cache: go test -short (the tests that reach the stack or envtest skip).
+	go test -short -count=1 ./...
+
 .PHONY: docs-check
 docs-check: ## Run the README's "Run the workloads by hand" blocks literally on the stack and reach every GET answer of its table.
 	hack/stack.sh up --no-envtest

@@ -21,6 +21,7 @@ import (
 // with its Secrets: an image outside the operator's and its allowed
 // prefixes runs nothing and says why; no image means the operator's.
 func TestWorkloadImageIsTheOperatorsChoice(t *testing.T) {
+	needsAPIServer(t)
 	evil := newSale(t, "evil-image", func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Workloads.Image = "evil.example/miner:latest" })
 	a := evil.eventually("refused", func(a *seckillv1alpha1.SeckillActivity) bool {
 		d := meta.FindStatusCondition(a.Status.Conditions, seckillv1alpha1.ConditionDegraded)
@@ -52,6 +53,7 @@ func withPayments(name string) func(*seckillv1alpha1.SeckillActivity) {
 }
 
 func TestRemovedComponentsAreDeleted(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "prune", withPayments("prune"))
 	a := s.eventually("running", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
@@ -85,6 +87,7 @@ func TestRemovedComponentsAreDeleted(t *testing.T) {
 // NetworkPolicy admits only what it serves, and metrics are never on the
 // public Service.
 func TestEachComponentIsIsolated(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "isolated", withPayments("isolated"))
 	a := s.eventually("running", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue

@@ -48,6 +48,7 @@ func deploymentArgs(t *testing.T, a *seckillv1alpha1.SeckillActivity, component 
 // topic's messages through the proxy: mq/admin's
 // TestPerActivityTopicsAndGroupsIsolate.)
 func TestActivitiesGetTheirOwnTopicsAndGroups(t *testing.T) {
+	needsAPIServer(t)
 	addr := testenv.Get(t, "SECKILL_RMQ_NAMESRV")
 	broker := &admin.Client{NameServer: addr, AccessKey: testenv.Get(t, names.EnvRMQAccessKey), SecretKey: testenv.Get(t, names.EnvRMQSecretKey)}
 	sales := []*sale{newSale(t, "iso-a", nameServer(t, "iso-a", addr)), newSale(t, "iso-b", nameServer(t, "iso-b", addr))}
@@ -107,6 +108,7 @@ func TestActivitiesGetTheirOwnTopicsAndGroups(t *testing.T) {
 // and no workload runs; the right one connects, and every pod signs as the
 // activity's ACL user (env from the same Secret).
 func TestWrongRocketMQCredentialsRunNothing(t *testing.T) {
+	needsAPIServer(t)
 	for name, path := range map[string]func(t *testing.T, a *seckillv1alpha1.SeckillActivity){
 		"through the name server": func(t *testing.T, a *seckillv1alpha1.SeckillActivity) {
 			nameServer(t, a.Name, testenv.Get(t, "SECKILL_RMQ_NAMESRV"))(a)
@@ -156,6 +158,7 @@ func TestWrongRocketMQCredentialsRunNothing(t *testing.T) {
 // A name server that does not answer: Degraded RocketMQAdminFailed and no
 // workload (its consumers would have no group to read).
 func TestUnreachableNameServerRunsNothing(t *testing.T) {
+	needsAPIServer(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	closed := l.Addr().String()

@@ -213,6 +213,7 @@ func (s *sale) roleConn(a *seckillv1alpha1.SeckillActivity, role string) *pgx.Co
 }
 
 func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "create-provision", withPayments("create-provision"))
 	a := s.eventually("provisioned and active", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue && a.Status.Phase == seckillv1alpha1.PhaseActive
@@ -333,6 +334,7 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 // A stock increase in the manifest is applied once to PostgreSQL and Redis,
 // however often the operator reconciles afterwards.
 func TestStockIncreaseIsAppliedOnce(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "stock-increase", nil)
 	s.eventually("provisioned", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
@@ -370,6 +372,7 @@ func TestStockIncreaseIsAppliedOnce(t *testing.T) {
 // Pausing in the manifest pauses the gateway (window flag PAUSED) and the
 // phase; resuming opens it again.
 func TestPauseAndResume(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "pause-resume", nil)
 	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
 	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Paused = true })
@@ -414,6 +417,7 @@ func (s *sale) reserve(n int, reservedAt time.Time) []redisstore.ReserveRequest 
 // grow to drain it in the target time, never past what PostgreSQL is seen
 // to sustain, and the reason is in status and an event.
 func TestScalingFromHeartbeatsAndBacklog(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "scaling", func(a *seckillv1alpha1.SeckillActivity) {
 		a.Spec.SKUs[0].Stock = 1000
 		a.Spec.Scaling.TargetDrainTime = &metav1.Duration{Duration: time.Second}
@@ -466,6 +470,7 @@ func TestScalingFromHeartbeatsAndBacklog(t *testing.T) {
 // while the sale goes on (the backlog is measured, the other workloads keep
 // running); set back, the consumers come back sized to the backlog.
 func TestSuspendAndResumeConsumers(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "suspend", func(a *seckillv1alpha1.SeckillActivity) {
 		a.Spec.SKUs[0].Stock = 1000
 		a.Spec.Scaling.TargetDrainTime = &metav1.Duration{Duration: time.Second}
@@ -497,6 +502,7 @@ func TestSuspendAndResumeConsumers(t *testing.T) {
 // pauses time-driven compensation (condition and the PostgreSQL flag the
 // workloads obey); once it is decided the pause is lifted.
 func TestBacklogGuardPausesAndClears(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "backlog-guard", func(a *seckillv1alpha1.SeckillActivity) {
 		a.Spec.Scaling.CompensationPauseAfter = &metav1.Duration{Duration: time.Minute}
 	})
@@ -535,6 +541,7 @@ func TestBacklogGuardPausesAndClears(t *testing.T) {
 // The lifecycle: Active, then at the end the final reconcile Job, and
 // Completed once it succeeds; each transition is an event.
 func TestLifecycleThroughCompleted(t *testing.T) {
+	needsAPIServer(t)
 	end := time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
 	s := newSale(t, "lifecycle", func(a *seckillv1alpha1.SeckillActivity) {
 		a.Spec.Schedule.End = metav1.NewTime(end)
@@ -589,6 +596,7 @@ func TestLifecycleThroughCompleted(t *testing.T) {
 // Deleting an activity archives it: traffic stops, its Redis keys expire
 // after the retention, PostgreSQL keeps the business data.
 func TestDeletionArchivesAndKeepsOrders(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "deletion", func(a *seckillv1alpha1.SeckillActivity) {
 		a.Spec.Retention = &metav1.Duration{Duration: 2 * time.Hour}
 	})
@@ -622,6 +630,7 @@ func TestDeletionArchivesAndKeepsOrders(t *testing.T) {
 // A PostgreSQL that does not answer shows as Degraded with the reason, and
 // the operator recovers by itself once the Secret points somewhere that does.
 func TestConnectionFailureIsAConditionAndRecovers(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "conn-failure", nil)
 	s.eventually("provisioned", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
@@ -656,6 +665,7 @@ var _ = control.Applied
 // reconcile_anomaly_total, reconcile_auto_repair_total,
 // reconcile_manual_total{type} and reconcile_run_duration_seconds.
 func TestReconcileRunsReachTheOperatorsMetrics(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "reconcile-metrics", nil)
 	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
 	typ := fmt.Sprintf("TEST_ANOMALY_%d", s.activity)
@@ -704,6 +714,7 @@ func TestReconcileRunsReachTheOperatorsMetrics(t *testing.T) {
 // workloads get it as the file their DSNs name, and a refused password has
 // its own reason too.
 func TestPostgresCertificateAndPasswordFailClosed(t *testing.T) {
+	needsAPIServer(t)
 	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-tls-ca", Namespace: "default"}, Data: map[string][]byte{"ca.crt": testenv.ForeignCA(t)}}
 	require.NoError(t, k8sClient.Create(testCtx, ca))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ca) })
@@ -760,6 +771,7 @@ func TestPostgresCertificateAndPasswordFailClosed(t *testing.T) {
 // and the operator recovers once the Secret holds the right one; the pods
 // read the login from the same Secret.
 func TestRedisLoginFailsClosed(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "redis-login", nil)
 	a := s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
 	var d appsv1.Deployment
@@ -796,6 +808,7 @@ func TestRedisLoginFailsClosed(t *testing.T) {
 // plain-text retry), the stack's CA connects, and every pod gets it as the
 // file $SECKILL_REDIS_CA_FILE names.
 func TestRedisCertificateFailsClosed(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "redis-tls", nil)
 	var cs corev1.Secret
 	key := types.NamespacedName{Namespace: "default", Name: "redis-tls-conn"}
@@ -849,6 +862,7 @@ func TestRedisCertificateFailsClosed(t *testing.T) {
 // Degraded RocketMQTLSFailed; the stack's CA passes, and every pod gets it
 // as the file $SECKILL_RMQ_CA_FILE names.
 func TestRocketMQCertificateIsChecked(t *testing.T) {
+	needsAPIServer(t)
 	stackCA, err := os.ReadFile(testenv.Get(t, "SECKILL_RMQ_CA_FILE"))
 	require.NoError(t, err)
 	rmqSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rmq-tls", Namespace: "default"}, Data: map[string][]byte{

@@ -15,6 +15,7 @@ import (
 )
 
 func TestCreateAndReadWithDefaults(t *testing.T) {
+	needsAPIServer(t)
 	act := validActivity("create-read")
 	require.NoError(t, k8sClient.Create(testCtx, act))
 	t.Cleanup(func() { _ = k8sClient.Delete(testCtx, act) })
@@ -56,6 +57,7 @@ func TestCreateAndReadWithDefaults(t *testing.T) {
 }
 
 func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
+	needsAPIServer(t)
 	cases := []struct {
 		name   string
 		mutate func(a *seckillv1alpha1.SeckillActivity)
@@ -94,6 +96,7 @@ func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
 }
 
 func TestImmutableFieldsAndStockOnlyGrows(t *testing.T) {
+	needsAPIServer(t)
 	act := validActivity("immutable")
 	require.NoError(t, k8sClient.Create(testCtx, act))
 	t.Cleanup(func() { _ = k8sClient.Delete(testCtx, act) })

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,7 +36,24 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// make test-unit: the tests that need no kube-apiserver run, the
+		// others skip (needsAPIServer).
+		os.Exit(m.Run())
+	}
 	os.Exit(runSuite(m))
+}
+
+// apiServer: envtest is running (not -short).
+var apiServer bool
+
+// needsAPIServer skips a test that needs envtest under -short.
+func needsAPIServer(t *testing.T) {
+	t.Helper()
+	if !apiServer {
+		t.Skip("needs envtest's kube-apiserver (skipped with -short)")
+	}
 }
 
 func runSuite(m *testing.M) int {
@@ -88,6 +106,7 @@ func runSuite(m *testing.M) int {
 	testCtx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = mgr.Start(testCtx) }()
+	apiServer = true
 	return m.Run()
 }
 

@@ -26,6 +26,7 @@ import (
 // gateway as files, with the manifest's issuer, audience and lifetime; a bad
 // key is a Degraded condition naming it, not a crash-looping gateway.
 func TestTokenKeysSecretIsCheckedAndMounted(t *testing.T) {
+	needsAPIServer(t)
 	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	der, err := x509.MarshalPKIXPublicKey(&ec.PublicKey)
@@ -85,6 +86,7 @@ func TestTokenKeysSecretIsCheckedAndMounted(t *testing.T) {
 // A short HMAC token key in the Secret the manifest names is refused with
 // a condition naming the Secret's key.
 func TestShortTokenKeyIsNamed(t *testing.T) {
+	needsAPIServer(t)
 	s := newSale(t, "short-token-key", func(a *seckillv1alpha1.SeckillActivity) {
 		a.Spec.Connections.TokenKeySecret.Key = "rmq-endpoint" // "127.0.0.1:1": a value, far from 32 bytes
 	})
@@ -98,6 +100,7 @@ func TestShortTokenKeyIsNamed(t *testing.T) {
 // Every Secret value the workloads read is checked as they will read it;
 // the condition names the bad key (and never quotes a DSN's password).
 func TestSecretValuesAreValidated(t *testing.T) {
+	needsAPIServer(t)
 	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bad-values", Namespace: "default"}, StringData: map[string]string{
 		"dsn": "postgres://user:hunter2@%zz/db", "addrs": "127.0.0.1", "endpoint": "localhost:99999",
 		"id-keys": "1:abcd", "payment-keys": "sim:nothex",

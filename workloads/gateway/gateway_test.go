@@ -73,6 +73,7 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*
 		f(&cfg)
 	}
 	g := gateway.New(cfg, rs, testenv.Database(t), sender, ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(g.Close) // after the server's (cleanups run last first): its send workers and batchers end
 	srv := httptest.NewServer(conforming(t, g.Handler()))
 	t.Cleanup(srv.Close)
 	return &fixture{g: g, srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot}

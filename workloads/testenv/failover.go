@@ -104,6 +104,7 @@ func until(t testing.TB, what string, timeout time.Duration, ok func() bool) {
 // sync and Sentinel knows both.
 func RedisFailover(t testing.TB) *Failover {
 	t.Helper()
+	NeedsStack(t)
 	dir := t.TempDir()
 	f := &Failover{Master: "failover-" + strconv.Itoa(os.Getpid()), primary: freePort(t), replica: freePort(t), sentinel: freePort(t), tls: RedisTLS(t)}
 	tlsArgs := stackRedisTLS(t)

@@ -59,6 +59,7 @@ func serverPorts(t testing.TB, n int) int {
 // they are stopped when the test ends.
 func OwnRocketMQ(t testing.TB, topics map[string]string, groups map[string]int) *RocketMQ {
 	t.Helper()
+	NeedsStack(t)
 	run := t.TempDir()
 	// p: name server, p+1 gRPC, p+2 remoting, p+3 fast channel (broker-2),
 	// p+5 broker, p+6 HA (broker+1).

@@ -39,8 +39,18 @@ func Lookup(key string) (string, error) {
 
 // Get returns one endpoint of the stack (an environment variable wins over
 // the env file), failing the test when it is unknown.
+// NeedsStack skips t under -short (make test-unit runs only what needs no
+// server); every helper that reaches the stack calls it.
+func NeedsStack(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the real stack (skipped with -short)")
+	}
+}
+
 func Get(t testing.TB, key string) string {
 	t.Helper()
+	NeedsStack(t)
 	v, err := Lookup(key)
 	if err != nil {
 		t.Fatalf("the real stack is not available: %v", err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,11 +27,39 @@ func buildFailpointBinary(t *testing.T) string { return buildBinary(t, "-tags", 
 // buildBinary compiles this command with the given build flags.
 func buildBinary(t *testing.T, flags ...string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "seckill")
+	builds.Lock()
+	defer builds.Unlock()
+	key := strings.Join(flags, " ")
+	if bin, ok := builds.bins[key]; ok {
+		return bin
+	}
+	if builds.dir == "" {
+		dir, err := os.MkdirTemp("", "seckill-cmd-test-")
+		require.NoError(t, err)
+		builds.dir, builds.bins = dir, map[string]string{}
+	}
+	bin := filepath.Join(builds.dir, fmt.Sprintf("seckill-%d", len(builds.bins)))
 	args := append(append([]string{"build"}, flags...), "-o", bin, ".")
 	out, err := exec.Command("go", args...).CombinedOutput()
 	require.NoError(t, err, string(out))
+	builds.bins[key] = bin
 	return bin
+}
+
+// builds are the binaries this test process built, one per set of build
+// flags, removed when it ends (TestMain).
+var builds struct {
+	sync.Mutex
+	dir  string
+	bins map[string]string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builds.dir != "" {
+		_ = os.RemoveAll(builds.dir)
+	}
+	os.Exit(code)
 }
 
 // Seed §13.3: the consumer process is killed at each failpoint of the order

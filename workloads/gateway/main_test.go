@@ -1,0 +1,15 @@
+package gateway
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/seckill/seckill-operator/workloads/testenv"
+)
+
+// Every goroutine a test starts (send workers, the reserve and ack
+// batchers, servers) has ended when the package's tests end.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
+}

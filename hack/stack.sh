@@ -19,7 +19,10 @@
 #                         a fault on the running stack for a sale under load:
 #                         broker-restart (stopped, started), pg-freeze (every
 #                         PostgreSQL process SIGSTOPped), pg-restart-fast,
-#                         pg-restart-immediate, redis-freeze (make chaos)
+#                         pg-restart-immediate, redis-freeze, redis-failover
+#                         (the primary SIGKILLed, Sentinel promotes the replica)
+#   hack/stack.sh redis-home
+#                         the Redis primary back on its port after redis-failover
 #
 # Everything lives under STACK_DIR (default <repo>/.stack) and listens on
 # 127.0.0.1 only, on project ports (override with the variables below):
@@ -252,6 +255,7 @@ redis_up() {
     sleep 1
   done
   sentinel_up
+  cmd_redis_home # a chaos run stopped between two failovers
 }
 
 # cluster_form <nodes>: create the cluster when no node knows another (a node
@@ -310,6 +314,40 @@ CONF
     sleep 1
   done
   log "Redis Sentinel started on $SENTINEL_PORT (master $SENTINEL_MASTER)"
+}
+# The primary's port, as Sentinel knows it; the other port of the pair; the
+# directory (primary, replica) of the server on a port.
+redis_primary_port() { rcli -p "$SENTINEL_PORT" sentinel get-master-addr-by-name "$SENTINEL_MASTER" | sed -n 2p; }
+redis_other_port() { if [ "$1" = "$REDIS_PORT" ]; then echo "$REPLICA_PORT"; else echo "$REDIS_PORT"; fi; }
+redis_name_of() { if [ "$1" = "$REDIS_PORT" ]; then echo primary; else echo replica; fi; }
+redis_await_primary() { # <port> <seconds>: Sentinel names it, and it says so itself
+  local i=0
+  until [ "$(redis_primary_port 2>/dev/null)" = "$1" ] && rcli -p "$1" info replication 2>/dev/null | grep 'role:master' >/dev/null; do
+    i=$((i + 1)); [ "$i" -le "$2" ] || die "Redis on $1 did not become the primary within ${2}s"
+    sleep 1
+  done
+}
+redis_await_replica() { # <port> <seconds>: in sync, and Sentinel counts it a healthy replica
+  local i=0
+  until rcli -p "$1" info replication 2>/dev/null | grep 'master_link_status:up' >/dev/null &&
+    rcli -p "$SENTINEL_PORT" sentinel replicas "$SENTINEL_MASTER" 2>/dev/null |
+      awk -v port="$1" 'prev == "port" && $0 == port {p = 1} prev == "flags" && p {print; exit} {prev = $0}' | grep -x slave >/dev/null; do
+    i=$((i + 1)); [ "$i" -le "$2" ] || die "Redis on $1 did not become a healthy replica within ${2}s"
+    sleep 1
+  done
+}
+# cmd_redis_home: the primary back on $REDIS_PORT after redis-failover
+# faults, by a Sentinel failover of the idle pair (no client writing, so
+# nothing to lose); nothing to do when it is there.
+cmd_redis_home() {
+  local cur
+  cur=$(redis_primary_port)
+  [ "$cur" = "$REDIS_PORT" ] && { log "Redis primary is on $REDIS_PORT"; return 0; }
+  redis_await_replica "$REDIS_PORT" 60
+  rcli -p "$SENTINEL_PORT" sentinel failover "$SENTINEL_MASTER" >/dev/null
+  redis_await_primary "$REDIS_PORT" 60
+  redis_await_replica "$REPLICA_PORT" 60
+  log "Redis primary back on $REDIS_PORT (replica $REPLICA_PORT)"
 }
 redis_down() {
   local f
@@ -531,7 +569,27 @@ cmd_fault() {
       sleep "$secs"
       kill -CONT "$pid"
       log "Redis primary thawed" ;;
-    *) die "fault: want broker-restart, pg-freeze, pg-restart-fast, pg-restart-immediate or redis-freeze, got '$kind'" ;;
+    redis-failover)
+      # The primary SIGKILLed (seed §11.1 row 13): Sentinel sees it down
+      # (down-after 5 s) and promotes the replica. What the primary had
+      # acknowledged and the replica had not received is lost. The killed
+      # server is started again $secs seconds after the promotion, empty, as
+      # a replica of the new primary: the pair is whole for the next fault.
+      # (The primary alternates between the two ports; redis-home puts it
+      # back on $REDIS_PORT, where every other client expects it.)
+      local old new name
+      old=$(redis_primary_port)
+      name=$(redis_name_of "$old")
+      kill -KILL "$(cat "$STACK_DIR/redis/$name/redis.pid")"
+      log "Redis primary ($name, $old) killed"
+      new=$(redis_other_port "$old")
+      redis_await_primary "$new" 60
+      log "Sentinel promoted $(redis_name_of "$new") ($new)"
+      sleep "$secs"
+      redis_start "$name" "$old" --replicaof 127.0.0.1 "$new"
+      redis_await_replica "$old" 60
+      log "Redis $name ($old) is a replica of $new again" ;;
+    *) die "fault: want broker-restart, pg-freeze, pg-restart-fast, pg-restart-immediate, redis-freeze or redis-failover, got '$kind'" ;;
   esac
 }
 
@@ -541,5 +599,6 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cat "$ENV_FILE" ;;
   fault) shift; cmd_fault "$@" ;;
+  redis-home) cmd_redis_home ;;
   *) sed -n '2,28p' "$0"; exit 2 ;;
 esac

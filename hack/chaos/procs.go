@@ -129,6 +129,25 @@ func (p *proc) kill() error {
 	return nil
 }
 
+// freeze stops the process where it is (SIGSTOP: it holds its connections
+// and answers nothing) or lets it go on (SIGCONT).
+func (p *proc) freeze(on bool) error {
+	p.mu.Lock()
+	c := p.cmd
+	p.mu.Unlock()
+	if c == nil || c.Process == nil {
+		return nil
+	}
+	sig := syscall.SIGCONT
+	if on {
+		sig = syscall.SIGSTOP
+	}
+	if err := c.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill -%s %s: %w", sig, p.name, err)
+	}
+	return nil
+}
+
 // stop interrupts the process (it finishes its work in hand) and waits.
 func (p *proc) stop() {
 	p.mu.Lock()
@@ -136,6 +155,7 @@ func (p *proc) stop() {
 	c, exited := p.cmd, p.exited
 	p.mu.Unlock()
 	if c != nil && c.Process != nil {
+		_ = c.Process.Signal(syscall.SIGCONT) // a frozen one, too
 		_ = c.Process.Signal(os.Interrupt)
 	}
 	if exited != nil {

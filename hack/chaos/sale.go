@@ -34,6 +34,8 @@ const (
 	// resendAfter is the scanner's verification of sent reservations
 	// (default 2 min), shorter so that a sale settles within -settle.
 	resendAfter = "30s"
+	// guardAfter is the backlog guard's threshold in the backlog scenario.
+	guardAfter = 6 * time.Second
 )
 
 // sale is one scenario's sale on the local stack.
@@ -43,12 +45,13 @@ type sale struct {
 	procs    map[string][]*proc
 	all      []*proc
 	pool     *pgxpool.Pool
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	rs       *redisstore.Store
 	roles    *salekit.Roles
 	traffic  *traffic
 	channel  *provider.Client
 	proxy    *pgproxy.Proxy
+	guard    *guardWatch
 	log      *os.File
 	bin      string
 	common   []string
@@ -58,10 +61,16 @@ type sale struct {
 // below the Redis stock makes PostgreSQL reject (and Redis compensate) once
 // it runs out; viaProxy puts the first order consumer's PostgreSQL
 // connections through a fault-injecting proxy.
-func openSale(ctx context.Context, c config, bin, dir, name string, pgStock, redisStock int64, viaProxy bool) (*sale, error) {
+// sc.sentinel runs every workload (and the harness) in sentinel mode;
+// sc.backlog adds the backlog guard and watches its flag.
+func openSale(ctx context.Context, c config, bin, dir string, sc scenario, pgStock, redisStock int64) (*sale, error) {
+	name, viaProxy, viaSentinel := sc.name, sc.commitLoss, sc.sentinel
 	s := &sale{activity: time.Now().UnixMilli() % 1_000_000_000_000, pgStock: pgStock, procs: map[string][]*proc{}}
 	tokenKey, payKey := salekit.RandomHex(32), salekit.RandomHex(32)
 	common := salekit.SaleEnv(s.activity, fmt.Sprintf("%d:%d", sku, buckets), tokenKey, gatewayAddr)
+	if viaSentinel {
+		common = append(common, salekit.SentinelEnv()...)
+	}
 	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, pgStock), "-price", fmt.Sprintf("%d=100", sku), "-currency", "CNY"},
 		{"activity", "window", "-state", "ACTIVE", "-payment-window", paymentWindow.String()}} {
 		if out, err := salekit.Cmd(bin, common, args...).CombinedOutput(); err != nil {
@@ -72,7 +81,11 @@ func openSale(ctx context.Context, c config, bin, dir, name string, pgStock, red
 	if s.pool, err = pgxpool.New(ctx, salekit.Env("SECKILL_PG_DSN")); err != nil {
 		return nil, err
 	}
-	s.rdb = redis.NewClient(salekit.RedisOptions())
+	if viaSentinel {
+		s.rdb = salekit.SentinelClient()
+	} else {
+		s.rdb = redis.NewClient(salekit.RedisOptions())
+	}
 	s.rs = redisstore.New(s.rdb)
 	// Redis may hold more than PostgreSQL: the units PostgreSQL lacks are
 	// rejected there and given back in Redis (compensation).
@@ -131,6 +144,19 @@ func openSale(ctx context.Context, c config, bin, dir, name string, pgStock, red
 		}
 		s.procs[w.name] = append(s.procs[w.name], p)
 		s.all = append(s.all, p)
+	}
+	if sc.backlog {
+		// The operator's guard, as it runs without Kubernetes; a threshold
+		// the 15-s freeze passes (the operator's default is 2 min).
+		p := &proc{name: "guard", bin: bin, args: []string{"activity", "guard", "-pause-after", guardAfter.String(), "-every", "1s"},
+			env: common, log: s.log}
+		if err := p.run(ctx); err != nil {
+			s.close()
+			return nil, err
+		}
+		s.all = append(s.all, p)
+		s.guard = &guardWatch{}
+		go s.guard.watch(ctx, s.pool, s.activity)
 	}
 	if err := salekit.WaitHTTP("http://" + gatewayAddr + "/readyz"); err != nil {
 		s.close()
@@ -207,6 +233,9 @@ func (s *sale) pay(ctx context.Context) {
 }
 
 func (s *sale) close() {
+	if s.guard != nil {
+		s.guard.stop()
+	}
 	for _, p := range s.all {
 		p.stop()
 	}

@@ -33,6 +33,14 @@ type scenario struct {
 	// lowStock: PostgreSQL holds few units (Redis many), so most
 	// reservations are rejected and compensated.
 	lowStock bool
+	// backlog: the order consumers frozen (SIGSTOP) faultFor seconds, so
+	// that a real backlog builds in the broker while buyers go on; the
+	// operator's backlog guard (seckill activity guard) must pause
+	// time-driven compensation during it and resume after.
+	backlog bool
+	// sentinel: every workload finds the Redis primary through Sentinel,
+	// and the sale settles through the runbook's steps for a person.
+	sentinel bool
 }
 
 var scenarios = []scenario{
@@ -55,6 +63,8 @@ var scenarios = []scenario{
 	{name: "pg-restart-fast", what: "pg_ctl restart -m fast (every connection cut), down 2 s", fault: "pg-restart-fast", faultFor: 2, per: 10},
 	{name: "pg-restart-immediate", what: "pg_ctl restart -m immediate (crash recovery), down 2 s", fault: "pg-restart-immediate", faultFor: 2, per: 10},
 	{name: "redis-freeze", what: "Redis primary SIGSTOPped 3 s under the gateway, projector, compensator", fault: "redis-freeze", faultFor: 3, per: 10, lowStock: true},
+	{name: "redis-failover", what: "Redis primary SIGKILLed: Sentinel promotes the replica (acknowledged writes may be lost; a person recounts)", fault: "redis-failover", faultFor: 2, per: 10, sentinel: true},
+	{name: "backlog", what: "both order consumers frozen 15 s: a real backlog; the backlog guard pauses compensation, then resumes", backlog: true, faultFor: 15, per: 20},
 	{name: "broker-restart", what: "broker + proxy stopped 5 s and started (the entry breaker opens, then closes)", fault: "broker-restart", faultFor: 5, per: 20},
 }
 
@@ -70,8 +80,12 @@ type row struct {
 	// (the recovery at its end); unavailable the 5xx answers buyers retried.
 	tailP99     time.Duration
 	unavailable int64
-	// repairs are the reconcile job's repair tasks (any status).
-	repairs int64
+	// repairs are the reconcile job's repair tasks (any status);
+	// runbookSteps those a person resolved (a recount after a failover).
+	repairs      int64
+	runbookSteps int
+	// guardPauses: the backlog guard's pauses seen (backlog).
+	guardPauses int64
 	// txns are the order transactions that committed the sale's messages
 	// (inbox rows sharing a transaction id), batchMax the largest: the
 	// evidence that the consumers took the batch paths.
@@ -93,9 +107,12 @@ func (r row) line() string {
 	if r.err != nil {
 		return fmt.Sprintf("  %s: ERROR %v", r.name, r.err)
 	}
-	s := fmt.Sprintf("  %s: %d cycles, %d faults, %d QUEUED, %d orders, %d compensated, %d violations, %d reconcile repairs, %d order transactions (%.1f messages each, at most %d), %d answers 5xx, back to QUEUED %s, reservation → order p99 in the minute after %s, in the last 10 s %s (%s)",
-		r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, r.violations, r.repairs, r.txns, r.perTxn(), r.batchMax, r.unavailable, r.backToQueued.Round(time.Millisecond),
+	s := fmt.Sprintf("  %s: %d cycles, %d faults, %d QUEUED, %d orders, %d compensated, %d violations, %d reconcile repairs (%d resolved by a person), %d order transactions (%.1f messages each, at most %d), %d answers 5xx, back to QUEUED %s, reservation → order p99 in the minute after %s, in the last 10 s %s (%s)",
+		r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, r.violations, r.repairs, r.runbookSteps, r.txns, r.perTxn(), r.batchMax, r.unavailable, r.backToQueued.Round(time.Millisecond),
 		r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
+	if r.guardPauses > 0 {
+		s += fmt.Sprintf(", the backlog guard paused %d times and resumed", r.guardPauses)
+	}
 	for _, f := range r.failed {
 		s += "\n    VIOLATION " + f
 	}
@@ -105,14 +122,14 @@ func (r row) line() string {
 func table(rows []row) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tcycles\tfaults\treservations\torders\tcompensations\tviolations\trepairs\tmsgs/txn (max)\t5xx answers\tback to QUEUED\tres→order p99 minute after\tp99 last 10 s\ttook\t")
+	fmt.Fprintln(w, "scenario\tcycles\tfaults\treservations\torders\tcompensations\tviolations\trepairs (person)\tmsgs/txn (max)\t5xx answers\tback to QUEUED\tres→order p99 minute after\tp99 last 10 s\ttook\t")
 	for _, r := range rows {
 		v := fmt.Sprint(r.violations)
 		if r.err != nil {
 			v = "ERROR"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%.1f (%d)\t%d\t%s\t%s\t%s\t%s\t\n", r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, v,
-			r.repairs, r.perTxn(), r.batchMax, r.unavailable, r.backToQueued.Round(time.Millisecond), r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d (%d)\t%.1f (%d)\t%d\t%s\t%s\t%s\t%s\t\n", r.name, r.cycles, r.faults, r.queued, r.orders, r.compensated, v,
+			r.repairs, r.runbookSteps, r.perTxn(), r.batchMax, r.unavailable, r.backToQueued.Round(time.Millisecond), r.toOrderP99.Round(time.Millisecond), r.tailP99.Round(time.Millisecond), r.took.Round(time.Second))
 	}
 	_ = w.Flush()
 	return b.String()
@@ -124,7 +141,18 @@ func runScenario(ctx context.Context, c config, bin, dir string, s scenario) (ro
 	if s.lowStock {
 		pgStock = 30
 	}
-	sl, err := openSale(ctx, c, bin, dir, s.name, pgStock, redisStock, s.commitLoss)
+	if s.sentinel {
+		// Whatever happens, the primary ends on its port: every other
+		// client of the stack finds it there. After sl.close, so that
+		// nothing writes while it moves.
+		defer func() {
+			cmd := exec.Command("hack/stack.sh", "redis-home")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fmt.Printf("chaos: hack/stack.sh redis-home: %v\n%s", err, out)
+			}
+		}()
+	}
+	sl, err := openSale(ctx, c, bin, dir, s, pgStock, redisStock)
 	if err != nil {
 		return r, err
 	}
@@ -168,8 +196,13 @@ func runScenario(ctx context.Context, c config, bin, dir string, s scenario) (ro
 	r.gaveUp = sl.traffic.gaveUp.Load()
 
 	// Settled: every workload running without its fault, the backlog done.
-	rep, err := invariants.Await(ctx, invariants.Sources{Pool: sl.pool, Redis: sl.rs}, sl.activity,
-		[]invariants.SKU{{ID: sku, Buckets: buckets}}, invariants.Expect{Settled: true}, c.settle)
+	var rep invariants.Report
+	if s.sentinel {
+		rep, r.runbookSteps, err = sl.settleByRunbook(ctx, c.settle)
+	} else {
+		rep, err = invariants.Await(ctx, invariants.Sources{Pool: sl.pool, Redis: sl.rs}, sl.activity,
+			[]invariants.SKU{{ID: sku, Buckets: buckets}}, invariants.Expect{Settled: true}, c.settle)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -249,6 +282,37 @@ func inject(ctx context.Context, c config, sl *sale, s scenario, r *row) (time.T
 			return time.Time{}, fmt.Errorf("%d of %d COMMITs lost: %w", r.cycles, c.cycles, err)
 		}
 		return time.Now(), nil
+	case s.backlog:
+		n := max(1, c.cycles/s.per)
+		var last time.Time
+		for i := 0; i < n; i++ {
+			for _, p := range sl.procs["consumer"] {
+				if err := p.freeze(true); err != nil {
+					return last, err
+				}
+			}
+			time.Sleep(time.Duration(s.faultFor) * time.Second)
+			for _, p := range sl.procs["consumer"] {
+				if err := p.freeze(false); err != nil {
+					return last, err
+				}
+			}
+			last = time.Now()
+			r.cycles++
+			r.faults++
+			// The guard paused during the freeze (the oldest undecided
+			// reservation passed its threshold) and resumes once the
+			// consumers caught up.
+			if err := until(2*time.Minute, func() bool { return !sl.guard.pausedNow() }); err != nil {
+				return last, fmt.Errorf("the backlog guard did not resume within 2 min of the consumers thawing")
+			}
+			r.guardPauses = sl.guard.pauses()
+			if r.guardPauses < int64(i+1) {
+				return last, fmt.Errorf("the backlog guard did not pause during freeze %d (%d pauses seen)", i+1, r.guardPauses)
+			}
+			time.Sleep(2 * time.Second)
+		}
+		return last, nil
 	case s.randomKills:
 		victims := append([]*proc{}, sl.all[1:]...) // all but the channel
 		for i := 0; i < c.cycles; i++ {

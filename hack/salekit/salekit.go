@@ -62,6 +62,22 @@ func RedisOptions() *redis.Options {
 	return &redis.Options{Addr: Env("SECKILL_REDIS_ADDR"), Username: Env("SECKILL_REDIS_USERNAME"), Password: Env("SECKILL_REDIS_PASSWORD"), TLSConfig: tc}
 }
 
+// SentinelEnv points the workloads at the stack's Sentinel instead of the
+// primary (their sentinel mode): appended after SaleEnv.
+func SentinelEnv() []string {
+	return []string{names.EnvRedisMode + "=sentinel", "SECKILL_REDIS_ADDRS=" + Env("SECKILL_REDIS_SENTINEL_ADDR"),
+		names.EnvRedisMaster + "=" + Env("SECKILL_REDIS_SENTINEL_MASTER")}
+}
+
+// SentinelClient finds the stack's primary through its Sentinel, as the
+// workloads' sentinel mode does, with the same login.
+func SentinelClient() redis.UniversalClient {
+	o := RedisOptions()
+	return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: Env("SECKILL_REDIS_SENTINEL_MASTER"),
+		SentinelAddrs: []string{Env("SECKILL_REDIS_SENTINEL_ADDR")}, SentinelUsername: o.Username, SentinelPassword: o.Password,
+		Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig})
+}
+
 // RandomHex is n random bytes, hex-encoded (keys for a local sale).
 func RandomHex(n int) string {
 	b := make([]byte, n)

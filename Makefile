@@ -188,7 +188,7 @@ chaos: ## The fault matrix at volume (docs/faults.md): each failpoint's process 
 	go run ./hack/chaos -cycles $(CHAOS_CYCLES) -after $(CHAOS_AFTER) $(if $(CHAOS_ONLY),-only $(CHAOS_ONLY))
 
 .PHONY: chaos-full
-chaos-full: ## make chaos at 200 cycles per failpoint (seed §13.3: hundreds of times), a minute of recovery after each scenario.
+chaos-full: ## make chaos at 200 cycles per failpoint (design.md#failpoints: hundreds of times), a minute of recovery after each scenario.
 	$(MAKE) chaos CHAOS_CYCLES=200 CHAOS_AFTER=60s
 
 .PHONY: chaos-mutants

@@ -9,7 +9,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 )
 
-// guardBacklog is seed §11.3 step 6 (control.GuardDecision): while the
+// guardBacklog is the backlog guard of design.md#backlog (control.GuardDecision): while the
 // oldest undecided reservation is older than the threshold, time-driven
 // compensation pauses (the flag in activity_control that deadline
 // rejections obey); it resumes once the backlog is younger than half the

@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 )
 
-// The reconcile job's metrics of seed §12.2. The job is a short-lived
+// The reconcile job's metrics of design.md#metrics. The job is a short-lived
 // CronJob pod with nothing to scrape, so it records each run and its
 // anomalies in PostgreSQL and the operator, which reads them anyway,
 // counts them on its own /metrics. Labels: the anomaly type only.

@@ -661,7 +661,7 @@ func TestConnectionFailureIsAConditionAndRecovers(t *testing.T) {
 var _ = control.Applied
 
 // The reconcile job's runs and anomalies, recorded in PostgreSQL by the
-// CronJob's pods, reach the operator's /metrics as seed §12.2's
+// CronJob's pods, reach the operator's /metrics as design.md#metrics's
 // reconcile_anomaly_total, reconcile_auto_repair_total,
 // reconcile_manual_total{type} and reconcile_run_duration_seconds.
 func TestReconcileRunsReachTheOperatorsMetrics(t *testing.T) {

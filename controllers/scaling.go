@@ -52,7 +52,7 @@ const scaleUpAfter = 10 * time.Second
 // defaultPerConsumer is the assumed rate of one consumer before any heartbeat.
 const defaultPerConsumer = 50.0
 
-// DecideScale sizes the order consumers (seed §11.3): enough to drain the
+// DecideScale sizes the order consumers (design.md#backlog): enough to drain the
 // backlog within the target drain time, never more than PostgreSQL
 // sustains, no growth while PostgreSQL is saturated, growth at most doubling
 // per step, shrinking slowly.

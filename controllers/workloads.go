@@ -459,8 +459,8 @@ func jobSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	}
 }
 
-// ensureFinalReconcile creates the one reconcile run after the end (seed
-// §13.5) and reports whether it finished and whether it succeeded.
+// ensureFinalReconcile creates the one reconcile run after the end (
+// design.md#reconcile) and reports whether it finished and whether it succeeded.
 func (r *SeckillActivityReconciler) ensureFinalReconcile(ctx context.Context, act *seckillv1alpha1.SeckillActivity) (done, ok bool, err error) {
 	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, "final-reconcile"), Namespace: act.Namespace}}
 	err = r.Get(ctx, client.ObjectKeyFromObject(j), j)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-order.sh — throughput of the order consumer (seed §9.3) next to the
+# bench-order.sh — throughput of the order consumer (design.md#order-transaction) next to the
 # ceiling measured in the same run: pgbench running the one-order-per-
 # transaction statements (hack/bench/order_txn.pgbench, kept equal to the
 # consumer's SQL by a test) with 32 connections. Ours, each as a ratio to it:
@@ -80,7 +80,7 @@ line() { # line <label> <runs...>
   awk -v l="$label" -v m="$m" -v c="$c" -v r="$*" 'BEGIN { printf "  %-52s: %6d orders/s  %4.2f× the ceiling  (runs: %s)\n", l, m, m / c, r }'
 }
 o=$(printf '%s\n' "${one[@]}" | median)
-echo "order transaction (seed §9.3, created path) on one hot SKU, medians of $RUNS runs, $CLIENTS connections"
+echo "order transaction (design.md#order-transaction, created path) on one hot SKU, medians of $RUNS runs, $CLIENTS connections"
 echo "  ceiling  pgbench -M prepared, one order per transaction : ${c} tx/s     (runs: ${ceiling[*]})"
 line "Consume, one order per transaction ($N)" "${one[@]}"
 line "ConsumeBatch, $BATCH per transaction, 2 workers ($N)" "${batch[@]}"

@@ -570,7 +570,7 @@ cmd_fault() {
       kill -CONT "$pid"
       log "Redis primary thawed" ;;
     redis-failover)
-      # The primary SIGKILLed (seed §11.1 row 13): Sentinel sees it down
+      # The primary SIGKILLed (design.md#faults row 13): Sentinel sees it down
       # (down-after 5 s) and promotes the replica. What the primary had
       # acknowledged and the replica had not received is lost. The killed
       # server is started again $secs seconds after the promotion, empty, as

@@ -253,7 +253,7 @@ type ScalingSpec struct {
 	LatencyBudget *metav1.Duration `json:"latencyBudget,omitempty"`
 	// CompensationPauseAfter is the backlog guard: when the oldest undecided
 	// reservation is older than this, time-driven compensation pauses
-	// (seed §11.3); it resumes when the backlog is younger than half of it.
+	// (design.md#backlog); it resumes when the backlog is younger than half of it.
 	// +kubebuilder:default="2m"
 	// +optional
 	CompensationPauseAfter *metav1.Duration `json:"compensationPauseAfter,omitempty"`
@@ -300,7 +300,7 @@ type SeckillActivitySpec struct {
 	// Schedule is when reservations are open.
 	Schedule Schedule `json:"schedule"`
 	// BusinessDeadline is how long a reservation may wait for its order before
-	// it may be rejected (seed §11.2); not the order-creation SLO.
+	// it may be rejected (design.md#late-messages); not the order-creation SLO.
 	// +kubebuilder:default="5m"
 	// +optional
 	BusinessDeadline *metav1.Duration `json:"businessDeadline,omitempty"`

@@ -1,5 +1,4 @@
-// Command chaos is make chaos: the fault matrix at volume (seed §11.1 and
-// §13.3). Each scenario runs a sale of its own on the local stack — every
+// Command chaos is make chaos: the fault matrix at volume (design.md#faults, design.md#failpoints). Each scenario runs a sale of its own on the local stack — every
 // workload as a process of the failpoints build (gateway, two order
 // consumers, relay, projector, compensator, send scanner, canceller,
 // payments, the simulated payment channel), buyers at a steady rate that

@@ -13,9 +13,9 @@ import (
 )
 
 // settleByRunbook is the settling of a sale whose Redis failed over: a
-// failover can lose writes the primary acknowledged (seed §11.1 row 13), and
+// failover can lose writes the primary acknowledged (design.md#faults row 13), and
 // the design repairs that by an activity-level recount a person approves,
-// never by a blind INCR (§16.12). So, until the sale is settled and every
+// never by a blind INCR (design.md#runbook). So, until the sale is settled and every
 // invariant holds (or within runs out), it does what the runbook asks of the
 // on-call person for the tasks the reconcile job (running every 20 s) gave
 // it: `seckill runbook resolve -step recount` for a SKU whose Redis

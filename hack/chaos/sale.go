@@ -168,7 +168,7 @@ func openSale(ctx context.Context, c config, bin, dir string, sc scenario, pgSto
 }
 
 // reconcileEvery runs the reconcile job every period until ctx ends, as the
-// operator's CronJob does during a sale (seed §13.5): what a crash left for
+// operator's CronJob does during a sale (design.md#reconcile): what a crash left for
 // it (a projection event a dead consumer took away, say) is repaired by the
 // job, counted in the table as its repairs.
 func (s *sale) reconcileEvery(ctx context.Context, period time.Duration) {

@@ -1,4 +1,4 @@
-// Package cancel is the timeout canceller (seed §7.6, §9.9): an expired,
+// Package cancel is the timeout canceller (design.md#payment-cancel): an expired,
 // unpaid order goes to CANCEL_PENDING, the payment channel is asked to close
 // the payment outside any transaction, and only then, in one transaction,
 // the order is CANCELLED — guarded by the absence of a successful payment —
@@ -47,7 +47,7 @@ const (
 	Finished    = "FINISHED"     // already PAID, CANCELLED or refunding: nothing to do
 	Early       = "EARLY"        // not expired yet: try again at RetryAt
 	Paused      = "PAUSED"       // the backlog guard pauses time-driven actions
-	Frozen      = "FROZEN"       // the reservation is frozen for manual review (seed §11.6): the timer waits
+	Frozen      = "FROZEN"       // the reservation is frozen for manual review (design.md#runbook): the timer waits
 	Unknown     = "UNKNOWN"      // the channel did not answer: stays CANCEL_PENDING, try again
 )
 
@@ -70,7 +70,7 @@ type Canceller struct {
 	// Wait is how long a paused or frozen timer waits before it looks
 	// again (default 1 min).
 	Wait time.Duration
-	// Failpoint, when set, is called at after_cancel_pending (seed §13.3:
+	// Failpoint, when set, is called at after_cancel_pending (design.md#failpoints:
 	// the order committed CANCEL_PENDING, the channel not yet asked); an
 	// error it returns ends the attempt there. The failpoints build exits
 	// the process there.

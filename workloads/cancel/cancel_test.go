@@ -67,7 +67,7 @@ func untilDone(t *testing.T, c *cancel.Canceller, order uuid.UUID) string {
 	}
 }
 
-// Seed §7.6: payments race the timeout cancel, each order twice-timed
+// design.md#payment-cancel: payments race the timeout cancel, each order twice-timed
 // (duplicate timers) while its buyer pays — half through a channel that
 // also reports successes after a close, with late, duplicated callbacks.
 // No PAID order is ever cancelled, no cancelled order keeps a successful
@@ -171,7 +171,7 @@ func TestEarlyDuplicateAndLateTimers(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE activity_control SET compensation_paused = false WHERE activity_id = $1`, activity)
 	require.NoError(t, err)
 
-	// A reservation frozen for manual review (seed §11.6 step 1) keeps its
+	// A reservation frozen for manual review (design.md#runbook step 1) keeps its
 	// order's timer waiting; lifted, the timer cancels it.
 	rid := uuid.Nil
 	require.NoError(t, pool.QueryRow(ctx, `SELECT reservation_id FROM orders WHERE order_id = $1`, list[1]).Scan(&rid))
@@ -243,7 +243,7 @@ func TestPausedTimerIsRearmedOnce(t *testing.T) {
 	require.NotEqual(t, cancel.RearmID("timer-message-1"), cancel.RearmID(cancel.RearmID("timer-message-1").String()))
 }
 
-// Seed §13.3 after_cancel_pending: the canceller dies with the order
+// design.md#failpoints after_cancel_pending: the canceller dies with the order
 // committed CANCEL_PENDING, before asking the channel. The order holds its
 // unit; a payment may still win; the next timer finishes the cancel once.
 func TestCrashAfterCancelPending(t *testing.T) {

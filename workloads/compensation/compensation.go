@@ -1,5 +1,5 @@
 // Package compensation restores Redis stock for reservations that
-// PostgreSQL rejected (seed §9.6, §9.7): a persisted decision first (the CAS
+// PostgreSQL rejected (design.md#compensation): a persisted decision first (the CAS
 // ORDER_REJECTED → COMPENSATING), then the conditional Lua, then
 // COMPENSATED and the task APPLIED in one transaction. A crash anywhere is
 // repaired by running the same steps again with the same compensation id.
@@ -57,7 +57,7 @@ type Worker struct {
 	MaxAttempts int
 	TerminalTTL time.Duration
 	Now         func() time.Time
-	// Failpoint, when set, is called at after_compensation_lua (seed §13.3).
+	// Failpoint, when set, is called at after_compensation_lua (design.md#failpoints).
 	Failpoint func(name string) error
 }
 
@@ -91,7 +91,7 @@ func scanTask(r pgx.CollectableRow) (Task, error) {
 }
 
 // RunTask claims one named task and runs it through the same steps as the
-// worker loop (the reconcile job's standard compensation, seed §11.5).
+// worker loop (the reconcile job's standard compensation, design.md#auto-repair).
 // takeManual allows a MANUAL task when the caller holds the evidence.
 func (w *Worker) RunTask(ctx context.Context, taskID uuid.UUID, takeManual bool) (string, string, error) {
 	rows, err := w.Pool.Query(ctx, qClaimOne, taskID, w.Owner, fmt.Sprintf("%d milliseconds", w.Lease.Milliseconds()), takeManual)

@@ -21,7 +21,7 @@ import (
 )
 
 // bundle: a SKU with more Redis stock than PostgreSQL stock, so the consumer
-// rejects reservations and leaves real compensation tasks (seed §11.1 row 8).
+// rejects reservations and leaves real compensation tasks (design.md#faults row 8).
 type bundle struct {
 	pool     *pgxpool.Pool
 	rs       *redisstore.Store
@@ -192,7 +192,7 @@ func TestMissingReservationGoesManual(t *testing.T) {
 	require.Equal(t, int64(1), b.counters(t).Available, "no stock was added")
 }
 
-// Seed §13.2: one compensation run by many workers at once → Redis stock +1, once.
+// design.md#invariants: one compensation run by many workers at once → Redis stock +1, once.
 func TestConcurrentWorkersCompensateOnce(t *testing.T) {
 	b := setup(t, 0, 1)
 	rid, _ := b.buy(t, 1)

@@ -10,7 +10,7 @@ import (
 // none (spec.scaling.compensationPauseAfter).
 const DefaultPauseAfter = 2 * time.Minute
 
-// GuardDecision is seed §11.3 step 6, the backlog guard: while the oldest
+// GuardDecision is the backlog guard of design.md#backlog: while the oldest
 // undecided reservation is older than threshold, time-driven compensation
 // pauses (the flag in activity_control that deadline rejections obey); once
 // paused it resumes only when the backlog is younger than half the

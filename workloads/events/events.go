@@ -1,4 +1,4 @@
-// Package events defines the messages on the topics (seed §8.3) and parses
+// Package events defines the messages on the topics (design.md#messages) and parses
 // them strictly: a message that does not parse, names an unknown schema or
 // contradicts itself is an error that the consumer quarantines, never a
 // message to guess at.

@@ -12,7 +12,7 @@ import (
 // The gateway's first send and every resend by the scanner build it from the
 // same recorded fields, so its bytes — and the inbox's payload hash — never
 // change: times are kept to the millisecond the reservation recorded, and
-// retry_count stays 0 (attempts are transport metadata, seed §8.3).
+// retry_count stays 0 (attempts are transport metadata, design.md#messages).
 func NewOrderCreateRequested(reservationID, messageID, requestID uuid.UUID, activityID, skuID, userID int64,
 	bucket int, reservedAtMs, deadlineMs int64, traceID string) OrderCreateRequested {
 	return OrderCreateRequested{SchemaVersion: 1, EventType: TypeOrderCreateRequested, MessageID: messageID,
@@ -23,7 +23,7 @@ func NewOrderCreateRequested(reservationID, messageID, requestID uuid.UUID, acti
 }
 
 // FromReservationHash rebuilds the order-create message from the Redis
-// reservation hash written by reserve.lua (seed §8.2 recovery fields).
+// reservation hash written by reserve.lua (design.md#redis-keys recovery fields).
 func FromReservationHash(h map[string]string) (OrderCreateRequested, error) {
 	var m OrderCreateRequested
 	ids := map[string]*uuid.UUID{}

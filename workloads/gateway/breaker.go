@@ -8,7 +8,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// Breaker is the entry circuit breaker of seed §11.1 row 2, on
+// Breaker is the entry circuit breaker of design.md#faults row 2, on
 // sony/gobreaker's two-step breaker: after threshold consecutive send
 // failures it opens and new reservations are refused for cooldown; then
 // one trial request is let through (half-open), and a success closes it

@@ -65,7 +65,7 @@ const (
 
 // statusCodes maps a reservation's status (Redis projection or PostgreSQL)
 // to the code GET answers; a status not listed is still in progress (QUEUED).
-// A reservation's states end at its order (seed §8.1): whether the order
+// A reservation's states end at its order (design.md#states): whether the order
 // was then paid is the order's state, not the reservation's, so a paid
 // order's reservation answers ORDER_CREATED (a cancelled one CANCELLED).
 var statusCodes = map[string]string{
@@ -154,7 +154,7 @@ type Config struct {
 	ReserveLanes int
 	ReserveBatch int
 	// Failpoint, when set, is called at after_redis_reserve and
-	// after_mq_send_before_redis_mark (seed §13.3; test builds only).
+	// after_mq_send_before_redis_mark (design.md#failpoints; test builds only).
 	Failpoint func(name string) error
 }
 

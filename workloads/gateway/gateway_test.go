@@ -194,7 +194,7 @@ func TestRefusalsWriteNothing(t *testing.T) {
 	require.Equal(t, gateway.CodeNotStarted, f.post(t, f.path(), bearer(1), good).Code)
 }
 
-// Seed §11.1 row 2: while the broker keeps failing, reservations made stay
+// design.md#faults row 2: while the broker keeps failing, reservations made stay
 // QUEUED and are left to the scanner (mq_state UNKNOWN), and after the
 // threshold the entry breaker refuses new ones before they touch Redis.
 func TestBrokerFailuresOpenTheBreaker(t *testing.T) {
@@ -249,7 +249,7 @@ func TestHealthzReportsAStuckBreaker(t *testing.T) {
 	require.Equal(t, http.StatusOK, healthz(), "the broker is away: a restart would not help")
 }
 
-// Seed §13.2 at the entry: 1,000 concurrent requests of one user with
+// design.md#invariants at the entry: 1,000 concurrent requests of one user with
 // different request ids → exactly one QUEUED, every other answer
 // ALREADY_PURCHASED, Redis stock down by one.
 func TestOneUserThousandRequests(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package ids derives the stable business ids of seed §9.1.
+// Package ids derives the stable business ids of design.md#ids.
 //
 // reservation_id and message_id are pure functions of the request: a retry,
 // a resend by the scanner or a recomputation after Redis lost its mapping all

@@ -1,6 +1,6 @@
 // Package invariants is the one judge of a sale: it reads PostgreSQL and
-// Redis straight and says, check by check, whether the promises of seed
-// §13.4 and DESIGN §4 hold for an activity — no oversell, one valid order per
+// Redis straight and says, check by check, whether the promises of
+// design.md#invariants hold for an activity — no oversell, one valid order per
 // user and SKU, one order per reservation, every accepted reservation
 // terminal within a bound, stock conserved in PostgreSQL (per SKU) and in
 // Redis (per bucket, moves included), Redis committed = PostgreSQL occupied

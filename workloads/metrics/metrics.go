@@ -1,4 +1,4 @@
-// Package metrics holds the workers' Prometheus metrics of seed §12.2 and
+// Package metrics holds the workers' Prometheus metrics of design.md#metrics and
 // the small HTTP server (metrics, liveness, readiness) every worker runs.
 // Each worker registers only what it updates; names follow the seed's table.
 package metrics

@@ -43,7 +43,7 @@ type Message struct {
 	Topic string
 	// MessageID is our stable business id (never the broker's).
 	MessageID string
-	// Key is an extra index key, e.g. the reservation id (seed §8.3 message_key).
+	// Key is an extra index key, e.g. the reservation id (design.md#messages message_key).
 	Key  string
 	Tag  string
 	Body []byte
@@ -150,7 +150,7 @@ func startRetrying(start func() error) error {
 }
 
 // Send sends one message and returns the broker's id for it. An error does
-// not mean the broker did not store it (seed §2.3 rule 2): callers resend
+// not mean the broker did not store it (design.md#rules rule 2): callers resend
 // with the same MessageID, and consumers deduplicate by it.
 func (p *Producer) Send(ctx context.Context, m Message) (string, error) {
 	if m.MessageID == "" {

@@ -38,7 +38,7 @@ type Result struct {
 //     (retry, unknown commit, quarantine): a poison message never fails
 //     its batch;
 //   - a commit whose outcome is unknown is verified message by message on a
-//     fresh connection (seed §9.8), never assumed failed;
+//     fresh connection (design.md#commit-unknown), never assumed failed;
 //   - a batch that cannot begin or commit for certain falls back to Consume
 //     for every message.
 //

@@ -19,7 +19,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/testenv"
 )
 
-// createdPath is the consumer's created-order transaction, in order (seed §9.3).
+// createdPath is the consumer's created-order transaction, in order (design.md#order-transaction).
 var createdPath = []string{"inbox_insert", "reservation_upsert", "reservation_lock", "stock_occupy", "order_insert",
 	"reservation_created", "ledger_occupy", "outbox_insert", "timer_insert", "inbox_finish"}
 

@@ -48,7 +48,7 @@ func consume(c *orderstore.Consumer, items []orderstore.Item) []orderstore.Resul
 	return c.ConsumeBatch(context.Background(), items)
 }
 
-// Seed §9.8 with a real lost answer: the proxy between the consumer and
+// design.md#commit-unknown with a real lost answer: the proxy between the consumer and
 // PostgreSQL forwards the COMMIT and cuts the connection before the answer
 // reaches the consumer (committed), or cuts it before the server sees the
 // COMMIT (not committed), or also makes PostgreSQL unreachable for the
@@ -121,7 +121,7 @@ func TestCommitAnswerLostOnTheWire(t *testing.T) {
 
 // A commit that left half a transaction — the inbox row says ORDER_CREATED
 // but the order, its ledger entry or the reservation's state is not there —
-// is never acknowledged as success: it goes to manual review (seed §9.8).
+// is never acknowledged as success: it goes to manual review (design.md#commit-unknown).
 // The half is made by the test, in the moment between the server's answer
 // to the COMMIT and the cut.
 func TestCommittedInboxWithoutItsOrderGoesToReview(t *testing.T) {
@@ -149,7 +149,7 @@ func TestCommittedInboxWithoutItsOrderGoesToReview(t *testing.T) {
 	}
 }
 
-// Each in-transaction failpoint of seed §13.3 is reached on every path
+// Each in-transaction failpoint of design.md#failpoints is reached on every path
 // (one message, a set-wise batch, a savepoint batch), at the same step of
 // the one statement order; a crash there commits nothing, and the
 // redelivery converges to one order per buyer. (The failpoints build exits

@@ -101,7 +101,7 @@ type Consumer struct {
 	CancelTopic string
 	// Now is the clock (injectable for tests).
 	Now func() time.Time
-	// Failpoint, when set, is called at the named points of seed §13.3
+	// Failpoint, when set, is called at the named points of design.md#failpoints
 	// (after_inbox_insert, after_order_insert, after_pg_stock_decrement,
 	// after_pg_commit_before_ack; during_commit_response is a lost answer
 	// on the wire, injected by pgproxy); an error it returns aborts the
@@ -191,7 +191,7 @@ func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequeste
 
 // afterCommit runs the failpoint between a COMMIT and the acknowledgement:
 // committed, not acknowledged — the redelivery meets the inbox row. (A
-// COMMIT whose answer is lost, seed §13.3's during_commit_response, is a
+// COMMIT whose answer is lost, design.md#failpoints's during_commit_response, is a
 // network fault: pgproxy loses it for real and resolveCommit decides.)
 func (c *Consumer) afterCommit() error {
 	return c.fail("after_pg_commit_before_ack")
@@ -232,7 +232,7 @@ func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateR
 		// Another message id for the same reservation already made the order.
 		out = Outcome{Action: Ack, Result: ResultDuplicate, OrderID: deref(orderID)}
 	case "ORDER_REJECTED", "COMPENSATING", "COMPENSATED", "CANCELLED":
-		// A persisted rejection stands: no order, no second compensation (seed §11.2).
+		// A persisted rejection stands: no order, no second compensation (design.md#late-messages).
 		out = Outcome{Action: Ack, Result: ResultLateRejected}
 	default: // MANUAL_REVIEW: frozen; record the message, decide nothing.
 		out = Outcome{Action: Ack, Result: ResultManualReview}
@@ -318,8 +318,8 @@ func (c *Consumer) created(msg events.OrderCreateRequested, orderID uuid.UUID, t
 
 // lateAndEnforced tells whether msg is past its business deadline with
 // deadline rejection in force: while the operator's backlog guard pauses
-// it, a late message is still turned into an order if stock allows (seed
-// §11.3).
+// it, a late message is still turned into an order if stock allows (
+// design.md#backlog).
 func (c *Consumer) lateAndEnforced(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested) (bool, error) {
 	if !c.now().After(msg.BusinessDeadline) {
 		return false, nil
@@ -446,7 +446,7 @@ func (c *Consumer) duplicate(ctx context.Context, tx pgx.Tx, msg events.OrderCre
 }
 
 // resolveCommit decides an unknown commit by reading, on a fresh
-// connection, what the message's transaction left (seed §9.8):
+// connection, what the message's transaction left (design.md#commit-unknown):
 //   - nothing: not committed (RETRY; the same id redoes it);
 //   - its inbox row with the same hash, and the rest of the transaction
 //     with it (an ORDER_CREATED's order, OCCUPY ledger entry and reservation

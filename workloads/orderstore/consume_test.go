@@ -87,7 +87,7 @@ func TestOrderCreated(t *testing.T) {
 		"the timeout-cancel timer, due at expires_at")
 }
 
-// Seed §13.2: one message delivered 10,000 times at once.
+// design.md#invariants: one message delivered 10,000 times at once.
 func TestSameMessageTenThousandTimes(t *testing.T) {
 	b := setup(t, 10)
 	m, raw := b.message(t, 7)
@@ -121,7 +121,7 @@ func TestSameMessageTenThousandTimes(t *testing.T) {
 	require.Equal(t, stock{10, 9, 1, 0}, b.stock(t))
 }
 
-// Seed §13.2: 1,000 reservations of one user with different request ids
+// design.md#invariants: 1,000 reservations of one user with different request ids
 // (Redis lost the user's marker each time, as a failover can) reach the
 // consumers in batches, four consumers at once, as under load → one order,
 // PostgreSQL stock down by one, every other reservation rejected and
@@ -227,7 +227,7 @@ func TestStockExhaustedIsRejectedOnceAndLateMessagesStay(t *testing.T) {
 }
 
 // The reconcile job persisted a timeout rejection before the message ever
-// arrived (seed §11.2, §13.5): the message ends LATE_REJECTED, acked, with no
+// arrived (design.md#late-messages, design.md#reconcile): the message ends LATE_REJECTED, acked, with no
 // order and no second compensation task.
 func TestMessageAfterPersistedRejectionIsLateRejected(t *testing.T) {
 	b := setup(t, 5)

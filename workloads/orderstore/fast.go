@@ -52,7 +52,7 @@ type fastItem struct {
 // each set one pipelined round trip for the whole batch, with the hot SKU
 // row locked only at the end:
 //
-//  1. the inbox rows (inbox first, seed §9.2);
+//  1. the inbox rows (inbox first, design.md#inbox);
 //  2. each reservation recorded and locked, or a redelivery's recorded
 //     outcome read;
 //  3. the orders of the reservations still RESERVED (one per user);

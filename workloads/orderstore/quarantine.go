@@ -48,7 +48,7 @@ func RecordProjection(ctx context.Context, pool *pgxpool.Pool, group, topic, eve
 }
 
 // InsertOutboxEvent writes an outbox event inside the caller's business
-// transaction (seed §9.4); the relay sends it.
+// transaction (design.md#outbox); the relay sends it.
 func InsertOutboxEvent(ctx context.Context, tx pgx.Tx, aggregateType string, aggregateID uuid.UUID, topic string, ev events.Event) error {
 	payload, err := ev.Marshal()
 	if err != nil {

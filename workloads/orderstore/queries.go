@@ -1,6 +1,6 @@
 // Package orderstore is the PostgreSQL side of the order consumer: the one
-// transaction per order-create message of seed §9.3, and the verification
-// of an unknown commit outcome of seed §9.8.
+// transaction per order-create message of design.md#order-transaction, and the verification
+// of an unknown commit outcome of design.md#commit-unknown.
 package orderstore
 
 import (

@@ -31,7 +31,7 @@ func EnsureCompensationTask(ctx context.Context, db Execer, reservationID uuid.U
 
 // RejectTimedOut persists the deadline rejection of a reservation whose
 // order-create message never reached PostgreSQL before its hard deadline
-// (seed §13.5 persist_timeout_rejection_with_cas): the same reservation row,
+// (design.md#reconcile persist_timeout_rejection_with_cas): the same reservation row,
 // rejection, compensation task and ORDER_REJECTED event the consumer would
 // write, under the same lock. No inbox row: when the message arrives later,
 // the consumer meets the persisted rejection and answers LATE_REJECTED. A

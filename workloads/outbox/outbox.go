@@ -1,4 +1,4 @@
-// Package outbox is the transactional outbox's relay side (seed §9.5):
+// Package outbox is the transactional outbox's relay side (design.md#outbox):
 // leased claims with SKIP LOCKED, sends outside any transaction, SENT or
 // RETRY with exponential backoff, reclaim of expired leases, MANUAL after a cap.
 package outbox

@@ -1,5 +1,5 @@
 // Package payment applies the payment provider's success callbacks to
-// PostgreSQL (seed §7.6, §9.9): the payment is recorded once per provider
+// PostgreSQL (design.md#payment-cancel): the payment is recorded once per provider
 // transaction, the order moves to PAID by a conditional update, the stock
 // from occupied to sold with its ledger row and an ORDER_PAID outbox event,
 // all in one transaction. When the update finds no row, the order's state
@@ -81,8 +81,8 @@ type Store struct {
 	Pool *pgxpool.Pool
 	// EventsTopic is where ORDER_PAID goes (default names.TopicOrderEvents).
 	EventsTopic string
-	// Failpoint, when set, is called at after_payment_record_insert (seed
-	// §13.3: in the payment transaction, the payment row written, the order
+	// Failpoint, when set, is called at after_payment_record_insert (
+	// design.md#failpoints: in the payment transaction, the payment row written, the order
 	// not yet moved); an error it returns rolls the transaction back. The
 	// failpoints build exits the process there.
 	Failpoint func(name string) error
@@ -169,7 +169,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 	case !errors.Is(err, pgx.ErrNoRows):
 		return "", fmt.Errorf("marking order %s paid: %w", cb.OrderID, err)
 	}
-	// Zero rows: the order's state decides (seed §9.9).
+	// Zero rows: the order's state decides (design.md#payment-cancel).
 	switch status {
 	case "PAID":
 		return ResultAlreadyPaid, nil

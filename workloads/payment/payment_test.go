@@ -318,7 +318,7 @@ func TestCallbacksOverTheRateAreRetried(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM payment_record WHERE order_id = $1`, order))
 }
 
-// Seed §13.3 after_payment_record_insert: a crash inside the payment
+// design.md#failpoints after_payment_record_insert: a crash inside the payment
 // transaction, the payment row written, leaves nothing; the provider's
 // redelivered callback then pays the order once.
 func TestCrashAfterPaymentRecordInsert(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/testsale"
 )
 
-// DESIGN §7 "broker restart": the broker (with its proxy) stops while
+// design.md#faults (the broker restarted): the broker (with its proxy) stops while
 // buyers keep reserving and every worker keeps running, then comes back on
 // the same store. Sends that failed or timed out during the outage are
 // left in send_due and resent by the scanner with the same message id;

@@ -261,7 +261,7 @@ func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.Or
 	}
 }
 
-// count records an acknowledged outcome in the seed §12.2 metrics.
+// count records an acknowledged outcome in the design.md#metrics metrics.
 func (c *OrderConsumer) count(out orderstore.Outcome) {
 	if out.Redelivered {
 		c.Metrics.Consumed.WithLabelValues(orderstore.ResultDuplicate).Inc()
@@ -279,7 +279,7 @@ func (c *OrderConsumer) count(out orderstore.Outcome) {
 	}
 }
 
-// heartbeats reports the measured commit rate and latency (seed §11.3: the
+// heartbeats reports the measured commit rate and latency (design.md#backlog: the
 // operator sizes the consumers from what PostgreSQL is seen to sustain).
 func (c *OrderConsumer) heartbeats(ctx context.Context, every time.Duration) {
 	c.meter.Take(time.Now())
@@ -320,7 +320,7 @@ type Relay struct {
 	Metrics  *metrics.Relay
 	Health   *metrics.Health
 	// Failpoint, when set, is called at after_outbox_send_before_mark (the
-	// batch sent, not yet marked SENT: seed §11.1's relay crash); the
+	// batch sent, not yet marked SENT: design.md#faults's relay crash); the
 	// failpoints build exits the process there.
 	Failpoint func(name string) error
 }
@@ -482,7 +482,7 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		result = res.Reason
 		if !res.OK() {
 			// Missing or conflicting projection: the reconcile job rebuilds it
-			// from PostgreSQL (seed §11.5 row 1); recorded, not retried forever.
+			// from PostgreSQL (design.md#auto-repair row 1); recorded, not retried forever.
 			p.Log.Warn("projection refused", "reservation_id", e.ReservationID, "reason", res.Reason)
 		}
 	case events.CompensateRequired:
@@ -572,7 +572,7 @@ func (c *Compensator) Run(ctx context.Context) error {
 }
 
 // SendScanner resends reservations whose order-create message is not known
-// to be sent (seed §7.2, §10.2): leased claims of due send_due entries, the
+// to be sent (design.md#send): leased claims of due send_due entries, the
 // original message id, backoff on failure, the entry removed only after a
 // successful send.
 type SendScanner struct {

@@ -257,7 +257,7 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 	require.Equal(t, int64(redisStock-pgStock), total.Available, "the compensated units are sellable in Redis again")
 }
 
-// Seed §13.3 after_redis_reserve and after_mq_send_before_redis_mark: the
+// design.md#failpoints after_redis_reserve and after_mq_send_before_redis_mark: the
 // gateway died after the Lua (nothing sent) or after the broker accepted the
 // message but before send_due was acked. The scanner resends with the same
 // message id; the inbox turns the duplicate into the recorded outcome.

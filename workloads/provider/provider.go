@@ -1,7 +1,7 @@
 // Package provider is the payment channel as the canceller sees it, and a
 // simulated channel for the tests and the demo: pay, query, close, refund,
 // with knobs to delay or duplicate its success callbacks and to report a
-// success after a close (seed §7.6).
+// success after a close (design.md#payment-cancel).
 package provider
 
 import (

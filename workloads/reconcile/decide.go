@@ -1,7 +1,7 @@
 package reconcile
 
-// Rules of the per-reservation checks (seed §11.5, §13.5). The automatic
-// ones are exactly §11.5's "yes" rows plus §13.5's timeout rejection (the
+// Rules of the per-reservation checks (design.md#auto-repair, design.md#reconcile). The automatic
+// ones are exactly design.md#auto-repair's "yes" rows plus design.md#reconcile's timeout rejection (the
 // deadline decision the order consumer itself would persist); everything
 // else is recorded for a person with its evidence.
 const (
@@ -43,7 +43,7 @@ type decision struct {
 	Auto     bool
 	Severity string
 	Target   string
-	Freeze   bool // stop every automatic action on it (seed §11.5: PAID vs COMPENSATED)
+	Freeze   bool // stop every automatic action on it (design.md#auto-repair: PAID vs COMPENSATED)
 }
 
 func orderFinal(s string) bool { return s == "CANCELLED" || s == "REFUNDING" || s == "REFUNDED" }
@@ -56,7 +56,7 @@ func manual(rule, sev string) decision {
 	return decision{Rule: rule, Severity: sev, Target: "MANUAL_REVIEW"}
 }
 
-// decide is the seed §13.5 switch over PostgreSQL's reservation status.
+// decide is the design.md#reconcile switch over PostgreSQL's reservation status.
 func decide(o observed) decision {
 	switch o.PG {
 	case "MANUAL_REVIEW":

@@ -2,7 +2,7 @@ package reconcile
 
 import "testing"
 
-// The seed §13.5 switch, row by row; §11.5 decides which are automatic.
+// The design.md#reconcile switch, row by row; design.md#auto-repair decides which are automatic.
 func TestDecide(t *testing.T) {
 	cases := []struct {
 		name string
@@ -45,6 +45,6 @@ func TestDecide(t *testing.T) {
 		})
 	}
 	if d := decide(observed{PG: "ORDER_CREATED", Order: "PAID", RedisExists: true, Redis: "COMPENSATED"}); !d.Freeze {
-		t.Fatal("PAID vs COMPENSATED is frozen (seed §11.5)")
+		t.Fatal("PAID vs COMPENSATED is frozen (design.md#auto-repair)")
 	}
 }

@@ -17,14 +17,14 @@ import (
 	"github.com/seckill/seckill-operator/workloads/testsale"
 )
 
-// Seed §11.1 / §11.4 row 13 on a real Sentinel failover: the primary
+// design.md#faults / design.md#rules row 13 on a real Sentinel failover: the primary
 // acknowledged writes its replica never received, then died. The promoted
 // replica is a consistent but older Redis: two orders PostgreSQL created,
 // one rejection and one reservation that was never sent are gone from it.
 // Nothing adds stock back for a missing key; PostgreSQL's final stock
 // guard keeps refusing what the stale Redis lets through; the reconcile job
 // rebuilds the lost order projections and leaves the rest to a person, who
-// recounts the SKU (seed §16.12, activity-level) and closes the lost
+// recounts the SKU (design.md#runbook, activity-level) and closes the lost
 // rejection; then everything is clean and stock is conserved.
 func TestRedisFailoverLosingAcknowledgedWrites(t *testing.T) {
 	ctx := context.Background()
@@ -121,7 +121,7 @@ func TestRedisFailoverLosingAcknowledgedWrites(t *testing.T) {
 	verifyClean(t, s)
 
 	// The unsent reservation is gone everywhere: the seed's stated limit of
-	// the default design (§15: only a durable log before QUEUED would keep
+	// the default design (design.md#rules: only a durable log before QUEUED would keep
 	// it); its unit is sellable again, not leaked.
 	require.Equal(t, "0", s.One(t, `SELECT count(*)::text FROM inventory_reservation WHERE reservation_id = $1`, unsent.ReservationID))
 	// And the sale goes on without overselling: Redis lets a buyer through,

@@ -1,22 +1,22 @@
-// Package reconcile is the reconcile job of seed §13.5, the safety net
+// Package reconcile is the reconcile job of design.md#reconcile, the safety net
 // under the real-time pipeline. One run of an activity, under a watermark
 // (only what last changed before it is judged):
 //
 //  1. each reservation PostgreSQL holds is compared with its Redis
-//     projection and compensation task (the §13.5 switch, decide.go);
+//     projection and compensation task (the design.md#reconcile switch, decide.go);
 //  2. each reservation Redis holds open that PostgreSQL never heard of is
 //     left while its message is in flight and rejected for the deadline
 //     once its hard deadline passed;
 //  3. the outbox (expired SENDING leases, MANUAL events) and payments of
 //     cancelled orders are checked;
 //  4. then the conservation pass: PostgreSQL's and each Redis slot's
-//     internal invariants and the cross-system comparison (seed §13.4).
+//     internal invariants and the cross-system comparison (design.md#invariants).
 //
-// Findings the seed's §11.5 marks automatic are repaired through the
+// Findings design.md#auto-repair marks automatic are repaired through the
 // standard state machine steps under an idempotent repair task
 // (repair_id = SHA-256 of rule, reservation, version, target); everything
 // else becomes a MANUAL repair task with its evidence, and a conflict that
-// §11.5 says to freeze is frozen. The run and its anomalies are recorded; at
+// design.md#auto-repair says to freeze is frozen. The run and its anomalies are recorded; at
 // most one run per activity works at a time, and even two runs would never
 // apply one repair twice (the repair task's lease).
 package reconcile
@@ -58,7 +58,7 @@ var (
 	qLedgerMark          = sqlfile.Must(sqlFiles, "ledger_mark")
 )
 
-// Anomaly types of the conservation pass (seed §12.2 reconcile_anomaly_total{type});
+// Anomaly types of the conservation pass (design.md#metrics reconcile_anomaly_total{type});
 // the per-reservation ones are the rules of decide.go.
 const (
 	PGInvariant    = "PG_INTERNAL_INVARIANT_BROKEN"
@@ -318,7 +318,7 @@ func (run *pass) check(ctx context.Context, skus []control.SKU) error {
 	if err := run.checkPayments(ctx); err != nil {
 		return err
 	}
-	// After the repairs: seed §13.5 verify_cross_system_counters.
+	// After the repairs: design.md#reconcile verify_cross_system_counters.
 	return run.conservation(ctx, store, skus)
 }
 
@@ -396,7 +396,7 @@ func (run *pass) conservation(ctx context.Context, store *control.Store, skus []
 					"redis_open_reserved": open, "moving": moving}}
 			if sev == Critical {
 				// Nothing in flight explains it (Redis lost writes, a key
-				// was deleted): seed §16.12's activity-level recount, by a
+				// was deleted): design.md#runbook's activity-level recount, by a
 				// person — never one INCR per missing key.
 				var mark int64
 				if err := run.job.Pool.QueryRow(ctx, qLedgerMark, activity, sku.ID).Scan(&mark); err != nil {

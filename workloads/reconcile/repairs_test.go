@@ -41,7 +41,7 @@ func byType(rep reconcile.Report) map[string][]reconcile.Anomaly {
 	return m
 }
 
-// verifyClean runs the invariant queries of seed §11.6 step 6.
+// verifyClean runs the invariant queries of design.md#runbook step 6.
 func verifyClean(t *testing.T, s *testsale.Sale) {
 	t.Helper()
 	res, err := runbook.Verify(context.Background(), s.Pool, s.Redis, s.Activity, []invariants.SKU{{ID: s.SKU.ID, Buckets: s.SKU.Buckets}}, invariants.Expect{})
@@ -49,7 +49,7 @@ func verifyClean(t *testing.T, s *testsale.Sale) {
 	require.True(t, res.OK(), res.String())
 }
 
-// §11.5 row 1: PostgreSQL has the order, Redis still shows it queued (the
+// design.md#auto-repair row 1: PostgreSQL has the order, Redis still shows it queued (the
 // projection lagged) or lost the reservation hash: the projection is
 // rebuilt once, stock untouched; the next run finds nothing.
 func TestRebuildsOrderProjectionOnce(t *testing.T) {
@@ -85,7 +85,7 @@ func TestRebuildsOrderProjectionOnce(t *testing.T) {
 	verifyClean(t, s)
 }
 
-// §11.5 row 2: PostgreSQL rejected the reservation and Redis still holds
+// design.md#auto-repair row 2: PostgreSQL rejected the reservation and Redis still holds
 // it, but the compensation task is missing: the standard task is written
 // (once) and the standard compensator restores the unit.
 func TestRejectionGetsItsCompensationTask(t *testing.T) {
@@ -109,7 +109,7 @@ func TestRejectionGetsItsCompensationTask(t *testing.T) {
 	verifyClean(t, s)
 }
 
-// §11.5 row 4: the compensation Lua ran but PostgreSQL never heard (the
+// design.md#auto-repair row 4: the compensation Lua ran but PostgreSQL never heard (the
 // worker died after the Lua, or its retries ran out while Redis answered
 // too late): the job confirms through the Lua (ALREADY_COMPENSATED) and
 // completes PostgreSQL; Redis stock rose exactly once.
@@ -145,7 +145,7 @@ func TestCompletesAnAppliedCompensation(t *testing.T) {
 	verifyClean(t, s)
 }
 
-// §11.5 row 3: an outbox event SENDING under an expired lease (its relay
+// design.md#auto-repair row 3: an outbox event SENDING under an expired lease (its relay
 // died mid-send) is made due again; a MANUAL event goes to a person.
 func TestOutboxLeaseReclaimAndManual(t *testing.T) {
 	s, job := newSale(t, 5, 5)
@@ -172,7 +172,7 @@ func TestOutboxLeaseReclaimAndManual(t *testing.T) {
 	require.Equal(t, "1", s.One(t, `SELECT count(*)::text FROM repair_task WHERE activity_id = $1 AND rule_name = $2`, s.Activity, reconcile.RuleOutboxManual))
 }
 
-// seed §13.5: a Redis reservation PostgreSQL never heard of is left alone
+// design.md#reconcile: a Redis reservation PostgreSQL never heard of is left alone
 // while its message is still to be sent or before its hard deadline, and is
 // rejected for the deadline (with its compensation task) once past it —
 // unless the backlog guard pauses deadline decisions. The message arriving
@@ -214,7 +214,7 @@ func TestTimeoutRejectionOfAReservationPostgreSQLNeverSaw(t *testing.T) {
 	verifyClean(t, s)
 }
 
-// The §11.5 "no" rows go to a person with their evidence, once:
+// The design.md#auto-repair "no" rows go to a person with their evidence, once:
 // Redis lost a rejected reservation (no blind +1), PAID in PostgreSQL vs
 // COMPENSATED in Redis (frozen), COMPENSATED in PostgreSQL vs a live Redis
 // reservation, a late payment of a cancelled order (refund or fulfil).

@@ -178,7 +178,7 @@ func (run *pass) apply(ctx context.Context, sku int64, r *resRow) error {
 			return err
 		}
 		if d.Freeze {
-			_, err := run.repairs.Freeze(ctx, r.ID, repair.Audit{Operator: "reconcile", Reason: d.Rule + " (seed §11.5: freeze and review)"},
+			_, err := run.repairs.Freeze(ctx, r.ID, repair.Audit{Operator: "reconcile", Reason: d.Rule + " (design.md#auto-repair: freeze and review)"},
 				a.Evidence, &run.runID)
 			if err != nil && !errors.Is(err, repair.ErrFrozen) {
 				return err
@@ -188,7 +188,7 @@ func (run *pass) apply(ctx context.Context, sku int64, r *resRow) error {
 		run.add(a)
 		return nil
 	}
-	t.Operator, t.Reason, t.Automatic = "reconcile", "seed §11.5 automatic repair: "+d.Rule, true
+	t.Operator, t.Reason, t.Automatic = "reconcile", "design.md#auto-repair automatic repair: "+d.Rule, true
 	return run.auto(ctx, a, &t, run.step(d.Rule, r))
 }
 
@@ -206,7 +206,7 @@ func (run *pass) step(rule string, r *resRow) repair.Step {
 }
 
 // checkOpen walks the Redis reservations PostgreSQL has not decided, older
-// than the watermark (seed §13.5 load_redis_pending_before): one PostgreSQL
+// than the watermark (design.md#reconcile load_redis_pending_before): one PostgreSQL
 // never heard of is left while its message is still to be sent, rejected
 // for the deadline once its hard deadline passed, left pending otherwise.
 func (run *pass) checkOpen(ctx context.Context, sku control.SKU) error {
@@ -304,7 +304,7 @@ func (run *pass) openReservation(ctx context.Context, sku int64, sl redisstore.S
 	a := Anomaly{Type: RuleTimeoutRejection, Severity: Warning, SKU: sku, Object: id.String(), Evidence: ev}
 	t := repair.New(run.rep.Activity, repair.ObjectReservation, id.String(), a.Type, 0, "ORDER_REJECTED")
 	t.Evidence, t.RunID, t.Operator, t.Automatic = ev, &run.runID, "reconcile", true
-	t.Reason = "seed §13.5: never reached PostgreSQL, past its hard deadline"
+	t.Reason = "design.md#reconcile: never reached PostgreSQL, past its hard deadline"
 	consumer := &orderstore.Consumer{Pool: run.job.Pool, EventsTopic: run.job.EventsTopic}
 	return run.auto(ctx, a, &t, func(ctx context.Context) (any, string, error) {
 		out, err := consumer.RejectTimedOut(ctx, msg)
@@ -356,7 +356,7 @@ func (run *pass) checkOutbox(ctx context.Context) error {
 		}
 		t := repair.New(run.rep.Activity, repair.ObjectOutbox, e.ID.String(), a.Type, e.Attempts, "RETRY")
 		t.Evidence, t.Before, t.RunID, t.Operator, t.Automatic = evidence, evidence, &run.runID, "reconcile", true
-		t.Reason = "seed §11.5: SENDING with an expired lease"
+		t.Reason = "design.md#auto-repair: SENDING with an expired lease"
 		if err := run.auto(ctx, a, &t, run.steps.ReclaimOutbox(e.ID, run.rep.Watermark)); err != nil {
 			return err
 		}
@@ -391,7 +391,7 @@ func (run *pass) checkPayments(ctx context.Context) error {
 			a.Type, a.Severity = RulePaidCancelledGuard, Critical
 		}
 		t := repair.New(run.rep.Activity, repair.ObjectPayment, p.ID.String(), a.Type, 0, "BUSINESS_DECISION")
-		t.Evidence, t.RunID, t.Operator, t.Reason = evidence, &run.runID, "reconcile", "refund or fulfil: a business decision (seed §11.5)"
+		t.Evidence, t.RunID, t.Operator, t.Reason = evidence, &run.runID, "reconcile", "refund or fulfil: a business decision (design.md#auto-repair)"
 		if err := run.manual(ctx, &a, &t); err != nil {
 			return err
 		}

@@ -1,5 +1,5 @@
 // Package redisstore is the Redis side of the flash sale: the key layout of
-// seed §8.2 and the Lua scripts that change it atomically.
+// design.md#redis-keys and the Lua scripts that change it atomically.
 package redisstore
 
 import (

@@ -54,7 +54,7 @@ func TestBucketForUsesEveryBucket(t *testing.T) {
 }
 
 // FuzzKeyLayout holds the keys built in one buffer to the layout written
-// plainly (seed §8.2), for any ids.
+// plainly (design.md#redis-keys), for any ids.
 func FuzzKeyLayout(f *testing.F) {
 	f.Add(int64(1001), int64(90001), 3, int64(80000001), []byte("0123456789abcdef"))
 	f.Add(int64(-1), int64(0), -1, int64(-9223372036854775808), make([]byte, 16))

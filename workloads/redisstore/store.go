@@ -133,7 +133,7 @@ func reserveResult(v any, err error) (ReserveResult, error) {
 	return out, nil
 }
 
-// Compensate codes (seed §9.6).
+// Compensate codes (design.md#compensation).
 const (
 	CompensateApplied       = 1
 	CompensateAlready       = 2
@@ -260,7 +260,7 @@ func sendAckResult(v any, err error) (Result, error) {
 	return res, nil
 }
 
-// MQ states of a reservation (seed §8.1).
+// MQ states of a reservation (design.md#states).
 const (
 	MQPending   = "PENDING"
 	MQUnknown   = "UNKNOWN"
@@ -330,7 +330,7 @@ func (s *Store) Window(ctx context.Context, sl Slot) (string, error) {
 	return v, nil
 }
 
-// Counters are a slot's conservation counters (seed §13.4), with the stock
+// Counters are a slot's conservation counters (design.md#invariants), with the stock
 // moved between the buckets of a SKU (move_out.lua).
 type Counters struct {
 	Initial      int64 `json:"initial"`
@@ -426,7 +426,7 @@ func (s *Store) Reservation(ctx context.Context, sl Slot, id uuid.UUID) (map[str
 // SendBacklog counts the send_due entries that are due over slots — a
 // first send overdue, a resend after a failure, or a sent reservation still
 // undecided past its verification bound — and how far the most overdue one
-// is past its due time (seed §12.2 reservation_send_pending /
+// is past its due time (design.md#metrics reservation_send_pending /
 // reservation_send_oldest_age_seconds). Entries not yet due (the gateway's
 // own send window, a verification still to come) are not counted.
 func (s *Store) SendBacklog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
@@ -434,7 +434,7 @@ func (s *Store) SendBacklog(ctx context.Context, slots []Slot, now time.Time) (i
 }
 
 // Backlog counts the reservations PostgreSQL has not decided yet over slots
-// and the age of the oldest (the order-create backlog, seed §11.3).
+// and the age of the oldest (the order-create backlog, design.md#backlog).
 func (s *Store) Backlog(ctx context.Context, slots []Slot, now time.Time) (int64, time.Duration, error) {
 	return s.zsetBacklog(ctx, slots, Slot.Open, now, "+inf")
 }
@@ -482,7 +482,7 @@ type RecountResult struct {
 }
 
 // Recount runs recount.lua: the bucket's counters are set from PostgreSQL's
-// committed units and the reservations Redis still holds open (seed §16.12:
+// committed units and the reservations Redis still holds open (design.md#runbook:
 // an activity-level calibration, never one INCR per missing key).
 func (s *Store) Recount(ctx context.Context, sl Slot, committed int64, now time.Time) (RecountResult, error) {
 	keys := []string{sl.Stock(), sl.Counter(), sl.Open()}

@@ -87,7 +87,7 @@ func TestReserve(t *testing.T) {
 		f := newFixture(t, c, 2, 3)
 
 		r := f.reserve(t, 7)
-		// Everything of seed §7.2 and §8.2 is there.
+		// Everything of design.md#send, design.md#redis-keys is there.
 		h, err := f.s.Reservation(ctx, f.slot, r.ReservationID)
 		require.NoError(t, err)
 		for k, want := range map[string]string{"status": "RESERVED", "mq_state": "PENDING",
@@ -169,7 +169,7 @@ func TestReserveWindowIsCheckedBeforeStock(t *testing.T) {
 	})
 }
 
-// Seed §13.1: every row of the compensation Lua table, plus every return code.
+// design.md#compensation: every row of the compensation Lua table, plus every return code.
 func TestCompensateTable(t *testing.T) {
 	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := context.Background()
@@ -232,7 +232,7 @@ func TestCompensateTable(t *testing.T) {
 	})
 }
 
-// Seed §13.2 at the Lua level: one compensation run 10,000 times at once.
+// design.md#invariants at the Lua level: one compensation run 10,000 times at once.
 func TestCompensateConcurrentOnce(t *testing.T) {
 	eachRedis(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := context.Background()

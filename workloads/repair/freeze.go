@@ -20,7 +20,7 @@ const (
 // StatusFrozen is the reservation status of a frozen reservation.
 const StatusFrozen = "MANUAL_REVIEW"
 
-// Freeze is seed §11.6 step 1 for a reservation: its status becomes
+// Freeze is design.md#runbook step 1 for a reservation: its status becomes
 // MANUAL_REVIEW (the state it had is remembered), its unfinished
 // compensation tasks become MANUAL, and with it the automatic actions stop:
 // the compensator claims no MANUAL task, the canceller keeps the order's

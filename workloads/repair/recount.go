@@ -17,7 +17,7 @@ import (
 
 // RuleRecount is the manual repair of a cross-system difference that no
 // single reservation explains (Redis lost writes): the activity-level stock
-// calibration of seed §11.1 and §16.12, one SKU at a time.
+// calibration of design.md#faults, design.md#runbook, one SKU at a time.
 const RuleRecount = "REDIS_RECOUNT"
 
 var (
@@ -57,7 +57,7 @@ type BucketRecount struct {
 }
 
 // RecountRedis calibrates every bucket of a SKU from the authorities
-// (seed §16.12: never one INCR per missing key): committed from
+// (design.md#runbook: never one INCR per missing key): committed from
 // PostgreSQL's ledger, open from the reservations Redis still holds, the
 // rest available. It refuses while a projection or a release is pending
 // (a unit would count twice) and retries a bucket when PostgreSQL moved
@@ -193,7 +193,7 @@ func (s *Steps) statuses(ctx context.Context, sl redisstore.Slot, ids []uuid.UUI
 }
 
 // CloseByRecount closes a rejected reservation whose Redis key is gone
-// (its compensation task gave up: seed §9.7 never adds one for a missing
+// (its compensation task gave up: design.md#compensation never adds one for a missing
 // key) once an activity-level recount of its SKU, applied after the task
 // gave up, has put the unit back: task VERIFIED (RECOUNTED), reservation
 // COMPENSATED. Nothing touches stock here.

@@ -1,4 +1,4 @@
-// Package repair keeps the repair tasks of seed §11.6: every repair has an
+// Package repair keeps the repair tasks of design.md#runbook: every repair has an
 // idempotent id (SHA-256 of rule, object, expected version and target
 // state), is leased before it is applied so that two runs never apply it
 // twice, and carries its audit trail (operator, approver, reason, incident,
@@ -69,7 +69,7 @@ var (
 	ErrNoAuditTrail = errors.New("a manual repair needs an operator, an approver other than the operator, and a reason")
 )
 
-// ID is seed §11.6 step 4: SHA256(rule | object | expected version | target).
+// ID is design.md#runbook step 4: SHA256(rule | object | expected version | target).
 func ID(rule, objectID string, version int64, target string) []byte {
 	h := sha256.Sum256([]byte(rule + "|" + objectID + "|" + strconv.FormatInt(version, 10) + "|" + target))
 	return h[:]
@@ -289,7 +289,7 @@ func (s *Store) List(ctx context.Context, activity int64, statuses []string, lim
 	return ts, nil
 }
 
-// Audit is who asked for a manual action and why (seed §11.6 step 7).
+// Audit is who asked for a manual action and why (design.md#runbook step 7).
 type Audit struct {
 	Operator, Approver, Reason, Incident string
 }

@@ -120,7 +120,7 @@ func (f fixture) status(t *testing.T) (reservation, task string) {
 	return
 }
 
-// Seed §11.6 step 1: a frozen reservation is left alone by the compensator
+// design.md#runbook step 1: a frozen reservation is left alone by the compensator
 // and by a replayed message; lifting the freeze (two people) restores it and
 // the compensation runs.
 func TestFreezeStopsAutomaticActionsUntilLifted(t *testing.T) {

@@ -26,7 +26,7 @@ var (
 // ErrNotApplicable: the object is not in a state the step is for.
 var ErrNotApplicable = errors.New("repair step does not apply to the object's current state")
 
-// Steps are the standard state machine steps a repair may call (seed §11.6
+// Steps are the standard state machine steps a repair may call (design.md#runbook
 // step 5): never a direct stock UPDATE, always the script or transaction
 // the pipeline itself uses.
 type Steps struct {

@@ -1,4 +1,4 @@
-// Package runbook is the tooling of the manual repair runbook (seed §11.6):
+// Package runbook is the tooling of the manual repair runbook (design.md#runbook):
 // the evidence of one object gathered across PostgreSQL, Redis, the broker,
 // the payment channel and the logs, ranked by authority (step 2 and 3), and
 // the invariant queries every repair ends with (step 6). Freezing, audited
@@ -36,7 +36,7 @@ var (
 	qRows    = sqlfile.Must(sqlFiles, "evidence_rows")
 )
 
-// Authority is seed §11.6 step 3: what decides when sources disagree.
+// Authority is design.md#runbook step 3: what decides when sources disagree.
 var Authority = []string{
 	"payment channel / payment_record",
 	"PostgreSQL orders and inventory_ledger",
@@ -314,7 +314,7 @@ func (g *Gatherer) logs(ev *Evidence, ids []string) {
 	}
 }
 
-// Verify is seed §11.6 step 6: every invariant of the activity, straight in
+// Verify is design.md#runbook step 6: every invariant of the activity, straight in
 // PostgreSQL and Redis (package invariants, the one checker every test and
 // demo uses), held to what the person verifying expects (the sale settled,
 // reservations still frozen for review).

@@ -1,4 +1,4 @@
-// Package states holds the domain's state machines (seed §7, §9): for each
+// Package states holds the domain's state machines (design.md#flows, design.md#order-transaction): for each
 // table with a status column, its states — the same list as the table's
 // CHECK constraint — and the transitions the stores may make. The SQL files
 // are what moves a row; every transition there is guarded by the current
@@ -51,7 +51,7 @@ func (m Machine) Allows(from, to string) bool {
 	return false
 }
 
-// Reservation: inventory_reservation (seed §7.2). MANUAL_REVIEW is the
+// Reservation: inventory_reservation (design.md#send). MANUAL_REVIEW is the
 // runbook's freeze (from any state) and its lifting (back to the state the
 // freeze remembered).
 var Reservation = Machine{
@@ -68,7 +68,7 @@ var Reservation = Machine{
 	},
 }
 
-// Order: orders (seed §7.6, §9.9). A PAID order is never cancelled. A
+// Order: orders (design.md#payment-cancel). A PAID order is never cancelled. A
 // success after the cancellation is refunded (the seed's REFUNDING and
 // REFUNDED of the order; this implementation tracks the refund on the
 // payment_record and leaves the order CANCELLED).
@@ -86,7 +86,7 @@ var Order = Machine{
 	},
 }
 
-// CompensationTask: compensation_task (seed §9.7). CLAIMED again from
+// CompensationTask: compensation_task (design.md#compensation). CLAIMED again from
 // CLAIMED is a retake after the lease expired; MANUAL is taken only by the
 // runbook's standard step.
 var CompensationTask = Machine{
@@ -102,7 +102,7 @@ var CompensationTask = Machine{
 	},
 }
 
-// Outbox: event_outbox (seed §9.5). SENDING again from SENDING is a retake
+// Outbox: event_outbox (design.md#outbox). SENDING again from SENDING is a retake
 // after the lease expired.
 var Outbox = Machine{
 	Table:   "event_outbox",
@@ -116,7 +116,7 @@ var Outbox = Machine{
 	},
 }
 
-// Payment: payment_record (seed §7.6).
+// Payment: payment_record (design.md#payment-cancel).
 var Payment = Machine{
 	Table:   "payment_record",
 	Initial: []string{"SUCCESS", "FAILED"},
@@ -128,7 +128,7 @@ var Payment = Machine{
 	},
 }
 
-// RepairTask: repair_task (seed §11.6).
+// RepairTask: repair_task (design.md#runbook).
 var RepairTask = Machine{
 	Table:   "repair_task",
 	Initial: []string{"PENDING", "MANUAL"},

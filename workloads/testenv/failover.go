@@ -23,7 +23,7 @@ import (
 // own (the shared stack's primary serves every other test and must not be
 // failed over). It can cut replication so the primary acknowledges writes
 // the replica never sees, then lose the primary: Sentinel promotes the
-// replica and those writes are gone — the failover loss of seed §11.1.
+// replica and those writes are gone — the failover loss of design.md#faults.
 type Failover struct {
 	Master                          string
 	tls                             *tls.Config

@@ -1,4 +1,4 @@
--- CancelFinal (seed §9.9): after the channel confirmed no payment, cancel —
+-- CancelFinal (design.md#payment-cancel): after the channel confirmed no payment, cancel —
 -- unless a successful payment was recorded meanwhile. $1 order.
 UPDATE orders
 SET status = 'CANCELLED', cancelled_at = clock_timestamp(), version = version + 1, updated_at = clock_timestamp()

@@ -1,4 +1,4 @@
--- CancelPending (seed §9.9): only an expired, unpaid order enters
+-- CancelPending (design.md#payment-cancel): only an expired, unpaid order enters
 -- CANCEL_PENDING. $1 order.
 UPDATE orders
 SET status = 'CANCEL_PENDING', version = version + 1, updated_at = clock_timestamp()

@@ -57,7 +57,7 @@ func waitReady(t *testing.T, addr string) {
 	}, 90*time.Second, 100*time.Millisecond, "the process serves /readyz (its first broker route can be slow on a loaded machine)")
 }
 
-// Seed §13.3 after_redis_reserve and after_mq_send_before_redis_mark: the
+// design.md#failpoints after_redis_reserve and after_mq_send_before_redis_mark: the
 // gateway process dies after the reserve Lua (nothing sent) or after the
 // broker accepted the message but before send_due was acked. A send-scanner
 // process resends with the same message id, the consumer process turns it
@@ -148,7 +148,7 @@ func TestGatewayCrashThenScannerResends(t *testing.T) {
 	}
 }
 
-// Seed §13.3 after_compensation_lua: the compensator process dies after the
+// design.md#failpoints after_compensation_lua: the compensator process dies after the
 // Lua restored the Redis stock and before PostgreSQL recorded it. The
 // restarted compensator's Lua answers ALREADY_COMPENSATED and completes
 // PostgreSQL; the stock came back exactly once.
@@ -208,7 +208,7 @@ func TestCompensatorCrashAfterLuaThenRestart(t *testing.T) {
 	require.Equal(t, "COMPENSATED", reservation)
 	require.Equal(t, 1, stock(), "restored exactly once")
 
-	// The seed §12.2 figures on the worker's /metrics.
+	// The design.md#metrics figures on the worker's /metrics.
 	resp, err := http.Get("http://" + maddr + "/metrics")
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)

@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Seed §13.3: the consumer process is killed at each failpoint of the order
+// design.md#failpoints: the consumer process is killed at each failpoint of the order
 // transaction, restarted, and the pipeline converges to one order, one inbox
 // row, one ledger row — and conservation holds.
 func TestConsumerCrashAtFailpointsThenRestart(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 // (comma-separated), the way a kill -9 would: no deferred cleanup, no ack.
 // With $SECKILL_FAILPOINT_ODDS=n it crashes at one hit in n on average, so a
 // process restarted again and again under load (make chaos) also makes
-// progress between its crashes. Compiled only with -tags failpoints (seed
-// §13.3).
+// progress between its crashes. Compiled only with -tags failpoints (
+// design.md#failpoints).
 var failpoint = func(name string) error {
 	for _, fp := range strings.Split(os.Getenv("SECKILL_FAILPOINTS"), ",") {
 		if strings.TrimSpace(fp) != name {

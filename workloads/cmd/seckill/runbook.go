@@ -24,7 +24,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/runbook"
 )
 
-const runbookUsage = `usage: seckill runbook <verb> [flags]   (seed §11.6, the manual repair runbook)
+const runbookUsage = `usage: seckill runbook <verb> [flags]   (design.md#runbook, the manual repair runbook)
 
 verbs:
   freeze     step 1: reservation MANUAL_REVIEW, its compensation tasks MANUAL, its timers waiting

@@ -46,7 +46,7 @@ func saleCLI(t *testing.T, bin string, s *testsale.Sale) (pg, rd []string, act s
 	}
 }
 
-// The runbook of seed §11.6 end to end with the real binary: a rejected
+// The runbook of design.md#runbook end to end with the real binary: a rejected
 // reservation's compensation task gave up (Redis timeouts) while Redis
 // still holds the unit. The reconcile job exits 1 and records it for a
 // person; the operator gathers the evidence (PostgreSQL, Redis, the real

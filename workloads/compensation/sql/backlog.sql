@@ -1,4 +1,4 @@
--- CompensationBacklog (seed §12.2 compensation_pending,
+-- CompensationBacklog (design.md#metrics compensation_pending,
 -- compensation_oldest_age_seconds): tasks not yet applied, and the oldest's age.
 SELECT count(*),
        COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8

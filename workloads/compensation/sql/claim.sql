@@ -1,6 +1,6 @@
--- CompensationClaimBatch (seed §9.7): lease due tasks with SKIP LOCKED;
+-- CompensationClaimBatch (design.md#compensation): lease due tasks with SKIP LOCKED;
 -- an expired CLAIMED lease is reclaimed (the worker died mid-way). While the
--- operator's backlog guard pauses time-driven compensation (seed §11.3 step
+-- operator's backlog guard pauses time-driven compensation (design.md#backlog step
 -- 6), the compensations of deadline rejections wait; those of PostgreSQL's
 -- stock and one-per-user decisions go on.
 -- $1 limit, $2 lease owner, $3 lease duration.

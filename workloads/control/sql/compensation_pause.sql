@@ -1,4 +1,4 @@
--- CompensationPause: the backlog guard's flag (seed §11.3 step 6), which the
+-- CompensationPause: the backlog guard's flag (design.md#backlog step 6), which the
 -- compensator's and the consumer's deadline-based rejections obey. Returns
 -- a row only when the flag changed. $1 activity, $2 paused, $3 reason.
 INSERT INTO activity_control (activity_id, compensation_paused, pause_reason)

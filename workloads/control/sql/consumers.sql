@@ -1,4 +1,4 @@
--- Consumers: the order consumers' recent heartbeats (seed §11.3 step 2):
+-- Consumers: the order consumers' recent heartbeats (design.md#backlog step 2):
 -- how many are alive, their summed commit rate, their median and worst
 -- commit latency. $1 activity, $2 freshness window.
 SELECT count(*),

@@ -1,5 +1,5 @@
 -- +goose Up
--- Core tables of seed §8.5 and §9: inventory, reservations, orders, inbox,
+-- Core tables of design.md#tables, design.md#order-transaction: inventory, reservations, orders, inbox,
 -- outbox, compensation, ledger, payments, repairs.
 
 CREATE TABLE sku_inventory (

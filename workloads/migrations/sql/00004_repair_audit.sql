@@ -1,5 +1,5 @@
 -- +goose Up
--- Repairs (seed §11.6): a repair task is claimed with a lease so that two
+-- Repairs (design.md#runbook): a repair task is claimed with a lease so that two
 -- runs never apply it twice, a failed attempt is kept with its error and
 -- taken again later, and the audit trail records when it was applied and
 -- through what (the standard step, a task id). Freezing records the state a

@@ -1,4 +1,4 @@
--- CommitVerify (seed §9.8): after a COMMIT whose answer was lost, what the
+-- CommitVerify (design.md#commit-unknown): after a COMMIT whose answer was lost, what the
 -- message left behind — its inbox row (hash, result, order) and whether the
 -- rest of its transaction is there with it: the order of the reservation,
 -- the OCCUPY ledger entry, the reservation's state, a compensation task.

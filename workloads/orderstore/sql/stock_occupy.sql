@@ -1,4 +1,4 @@
--- StockOccupy: the final, conditional stock decrement (seed §9.3).
+-- StockOccupy: the final, conditional stock decrement (design.md#order-transaction).
 -- Zero rows: PostgreSQL stock is exhausted (or the SKU is not provisioned).
 UPDATE sku_inventory
 SET available_stock = available_stock - 1, occupied_stock = occupied_stock + 1,

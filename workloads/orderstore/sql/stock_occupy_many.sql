@@ -1,4 +1,4 @@
--- StockOccupyMany: a batch's final stock decrement for one SKU (seed §9.3),
+-- StockOccupyMany: a batch's final stock decrement for one SKU (design.md#order-transaction),
 -- $3 units at once, never below zero; zero rows: fewer than $3 were left.
 UPDATE sku_inventory
 SET available_stock = available_stock - $3, occupied_stock = occupied_stock + $3,

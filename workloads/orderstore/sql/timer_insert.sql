@@ -1,4 +1,4 @@
--- TimerInsert (seed §7.6): the order's timeout-cancel timer, a delayed
+-- TimerInsert (design.md#payment-cancel): the order's timeout-cancel timer, a delayed
 -- message due at expires_at, written with the order through the outbox.
 -- The payload is events.CancelTimer; the order row gives the due time.
 -- $1 event id, $2 topic, $3 order, $4 payload.

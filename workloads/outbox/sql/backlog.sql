@@ -1,4 +1,4 @@
--- OutboxBacklog (seed §12.2 outbox_pending, outbox_oldest_age_seconds):
+-- OutboxBacklog (design.md#metrics outbox_pending, outbox_oldest_age_seconds):
 -- events not yet sent, and the age of the oldest.
 SELECT count(*),
        COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8

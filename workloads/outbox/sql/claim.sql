@@ -1,4 +1,4 @@
--- OutboxClaimBatch (seed §9.5): lease due events in a short transaction, so
+-- OutboxClaimBatch (design.md#outbox): lease due events in a short transaction, so
 -- the broker call happens outside any database transaction. SKIP LOCKED lets
 -- several relays claim side by side; an expired SENDING lease is reclaimed.
 -- The status test is idx_event_outbox_dispatch's predicate as written, so

@@ -1,4 +1,4 @@
--- OutboxReclaim (seed §11.5): a SENDING event whose lease expired before $2
+-- OutboxReclaim (design.md#auto-repair): a SENDING event whose lease expired before $2
 -- (its relay died mid-send) is made due again; the next relay claims and
 -- sends it with the same event id, so a send that did reach the broker is a
 -- duplicate the consumers' inboxes answer. $1 event, $2 lease expired before.

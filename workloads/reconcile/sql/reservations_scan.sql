@@ -1,4 +1,4 @@
--- ReservationsScan (seed §13.5 load_pg_reservations_updated_before): one
+-- ReservationsScan (design.md#reconcile load_pg_reservations_updated_before): one
 -- page of a SKU's reservations last changed before the watermark (their
 -- order too), with the order's status, the compensation task and the state
 -- a frozen reservation had. $1 activity, $2 sku, $3 after this id, $4

@@ -1,4 +1,4 @@
--- compensate.lua — conditional, idempotent stock restore (seed §9.6).
+-- compensate.lua — conditional, idempotent stock restore (design.md#compensation).
 --
 -- KEYS[1] reservation hash   seckill:{T}:reservation:{reservation_id}
 -- KEYS[2] available stock    seckill:{T}:stock

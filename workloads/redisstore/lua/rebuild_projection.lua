@@ -1,5 +1,5 @@
 -- rebuild_projection.lua — recreate a lost reservation hash from
--- PostgreSQL's order (seed §11.5 "PG has the order, Redis still queued":
+-- PostgreSQL's order (design.md#auto-repair "PG has the order, Redis still queued":
 -- rebuild the projection, never touch stock). Only when the hash is gone:
 -- an existing hash goes through project_order_created.lua instead.
 --

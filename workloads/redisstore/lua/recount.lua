@@ -1,4 +1,4 @@
--- recount.lua — the activity-level stock calibration of seed §11.1/§16.12
+-- recount.lua — the activity-level stock calibration of design.md#faults, design.md#runbook
 -- for one bucket: after Redis lost writes (a failover, a wrong TTL, a
 -- deletion) single reservations cannot be judged one by one, so the
 -- bucket's counters are set from the authorities instead of adding one per

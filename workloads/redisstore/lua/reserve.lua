@@ -1,4 +1,4 @@
--- reserve.lua — Redis pre-reservation (seed §7.2), one atomic step.
+-- reserve.lua — Redis pre-reservation (design.md#send), one atomic step.
 --
 -- KEYS[1] window flag        seckill:{T}:window       NOT_STARTED | ACTIVE | PAUSED | ENDED
 -- KEYS[2] available stock    seckill:{T}:stock
@@ -97,7 +97,7 @@ redis.call('HSET', KEYS[6],
     'business_deadline_ms', ARGV[9],
     'send_attempts', 0,
     'last_error', '')
--- No TTL: a non-terminal reservation never disappears by expiry (seed §8.2).
+-- No TTL: a non-terminal reservation never disappears by expiry (design.md#redis-keys).
 redis.call('ZADD', KEYS[7], tonumber(ARGV[10]), ARGV[1])
 redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[11]))
 redis.call('SET', KEYS[5], ARGV[1])

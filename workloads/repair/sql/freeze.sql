@@ -1,4 +1,4 @@
--- Freeze (seed §11.6 step 1): remember the reservation's state, then set it
+-- Freeze (design.md#runbook step 1): remember the reservation's state, then set it
 -- MANUAL_REVIEW; the consumer, the compensator, the canceller and the
 -- reconcile job all leave a frozen reservation alone. $1 reservation, $2 repair id.
 WITH remembered AS (

@@ -1,4 +1,4 @@
--- TaskClaim (seed §11.6 step 4): insert the repair task under its
+-- TaskClaim (design.md#runbook step 4): insert the repair task under its
 -- idempotent id and lease it to the caller, or take over a PENDING one whose
 -- lease is gone (an earlier attempt failed or its process died). A task that
 -- is APPLIED, MANUAL, REJECTED or leased now returns no row: nobody applies

@@ -1,4 +1,4 @@
--- EvidenceResolve (seed §11.6 step 2): the reservations an id belongs to,
+-- EvidenceResolve (design.md#runbook step 2): the reservations an id belongs to,
 -- whatever kind of id it is (request, reservation, message or event, order,
 -- payment, or a provider transaction id). $1 id as text.
 WITH id AS (SELECT $1::text AS t, CASE WHEN $1 ~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$' THEN $1::uuid END AS u)

@@ -1,6 +1,6 @@
 // Package pgproxy is a fault-injecting TCP proxy in front of PostgreSQL that
 // reads the wire protocol: it loses a COMMIT's reply the way a network does
-// (seed §9.8, failpoint during_commit_response), cuts a connection before the
+// (design.md#commit-unknown, failpoint during_commit_response), cuts a connection before the
 // COMMIT reaches the server, or refuses every connection (PostgreSQL
 // unreachable). Clients speak plain TCP to it; it speaks TLS to the server
 // when the server's DSN asks for it, so it can see the messages.

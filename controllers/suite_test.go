@@ -23,7 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 // One real kube-apiserver + etcd for the whole package (envtest), with the

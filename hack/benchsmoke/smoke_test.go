@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 func root() string {

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
-	"github.com/seckill/seckill-operator/workloads/testenv/pgproxy"
+	"github.com/seckill/seckill-operator/internal/testenv/pgproxy"
 )
 
 const (

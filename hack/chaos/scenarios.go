@@ -11,7 +11,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/invariants"
-	"github.com/seckill/seckill-operator/workloads/testenv/pgproxy"
+	"github.com/seckill/seckill-operator/internal/testenv/pgproxy"
 )
 
 // scenario is one row of the matrix.

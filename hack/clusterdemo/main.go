@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill-operator/test/clustersale"
-	"github.com/seckill/seckill-operator/workloads/stackenv"
+	"github.com/seckill/seckill-operator/internal/stackenv"
 )
 
 func main() {

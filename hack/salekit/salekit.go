@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill-operator/workloads/names"
-	"github.com/seckill/seckill-operator/workloads/stackenv"
+	"github.com/seckill/seckill-operator/internal/stackenv"
 	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/repair"
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 // orders makes n real orders through the order transaction, each of its own

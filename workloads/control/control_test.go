@@ -11,7 +11,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 func TestBucketTargets(t *testing.T) {

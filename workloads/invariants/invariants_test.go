@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
-	"github.com/seckill/seckill-operator/workloads/testsale"
+	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 // settledSale is a finished sale on the real PostgreSQL and Redis: 3 units

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/workloads/migrations"
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 func TestUpOnFreshDatabaseIsIdempotentAndConcurrent(t *testing.T) {

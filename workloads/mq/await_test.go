@@ -9,7 +9,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 // A proxy whose polling floor is above the 1 s await refuses every receive

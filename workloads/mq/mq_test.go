@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 const (

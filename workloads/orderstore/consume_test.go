@@ -15,8 +15,8 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
-	"github.com/seckill/seckill-operator/workloads/testenv"
-	"github.com/seckill/seckill-operator/workloads/testsale"
+	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 const activity, sku = int64(1001), int64(90001)

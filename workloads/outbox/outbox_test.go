@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/lease"
 	"github.com/seckill/seckill-operator/workloads/outbox"
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 func insertEvents(t *testing.T, pool *pgxpool.Pool, n int) []uuid.UUID {

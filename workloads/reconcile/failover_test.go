@@ -13,8 +13,8 @@ import (
 	"github.com/seckill/seckill-operator/workloads/reconcile"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
-	"github.com/seckill/seckill-operator/workloads/testenv"
-	"github.com/seckill/seckill-operator/workloads/testsale"
+	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 // design.md#faults / design.md#rules row 13 on a real Sentinel failover: the primary

@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/reconcile"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
-	"github.com/seckill/seckill-operator/workloads/testenv"
+	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 func setup(t *testing.T) (*reconcile.Job, *control.Store, int64, []control.SKU) {

@@ -18,7 +18,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/reconcile"
 	"github.com/seckill/seckill-operator/workloads/repair"
 	"github.com/seckill/seckill-operator/workloads/runbook"
-	"github.com/seckill/seckill-operator/workloads/testsale"
+	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 func newSale(t *testing.T, pgStock, redisStock int64) (*testsale.Sale, *reconcile.Job) {

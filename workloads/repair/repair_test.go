@@ -17,8 +17,8 @@ import (
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
-	"github.com/seckill/seckill-operator/workloads/testenv"
-	"github.com/seckill/seckill-operator/workloads/testsale"
+	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 func TestIDIsSeedStep4(t *testing.T) {

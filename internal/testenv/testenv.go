@@ -23,7 +23,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/migrations"
 	"github.com/seckill/seckill-operator/workloads/names"
-	"github.com/seckill/seckill-operator/workloads/stackenv"
+	"github.com/seckill/seckill-operator/internal/stackenv"
 	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 

@@ -59,6 +59,18 @@ type Worker struct {
 	Now         func() time.Time
 	// Failpoint, when set, is called at after_compensation_lua (design.md#failpoints).
 	Failpoint func(name string) error
+	// DBNow is the claims' clock for tests (a lease made to run out
+	// without a sleep); nil, as in production: PostgreSQL's.
+	DBNow func() time.Time
+}
+
+// dbNow is DBNow's time, or nil (NULL: the database's clock).
+func (w *Worker) dbNow() *time.Time {
+	if w.DBNow == nil {
+		return nil
+	}
+	t := w.DBNow()
+	return &t
 }
 
 // Outcomes of one task.
@@ -70,7 +82,7 @@ const (
 
 // Claim leases up to limit due tasks.
 func (w *Worker) Claim(ctx context.Context, limit int) ([]Task, error) {
-	rows, err := w.Pool.Query(ctx, qClaim, limit, w.Owner, fmt.Sprintf("%d milliseconds", w.Lease.Milliseconds()))
+	rows, err := w.Pool.Query(ctx, qClaim, limit, w.Owner, fmt.Sprintf("%d milliseconds", w.Lease.Milliseconds()), w.dbNow())
 	if err != nil {
 		return nil, fmt.Errorf("claiming compensation tasks: %w", err)
 	}
@@ -94,7 +106,7 @@ func scanTask(r pgx.CollectableRow) (Task, error) {
 // worker loop (the reconcile job's standard compensation, design.md#auto-repair).
 // takeManual allows a MANUAL task when the caller holds the evidence.
 func (w *Worker) RunTask(ctx context.Context, taskID uuid.UUID, takeManual bool) (string, string, error) {
-	rows, err := w.Pool.Query(ctx, qClaimOne, taskID, w.Owner, fmt.Sprintf("%d milliseconds", w.Lease.Milliseconds()), takeManual)
+	rows, err := w.Pool.Query(ctx, qClaimOne, taskID, w.Owner, fmt.Sprintf("%d milliseconds", w.Lease.Milliseconds()), takeManual, w.dbNow())
 	if err != nil {
 		return "", "", fmt.Errorf("claiming compensation task %s: %w", taskID, err)
 	}

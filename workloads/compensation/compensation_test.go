@@ -135,8 +135,8 @@ func TestCrashAfterLuaCompletesWithoutSecondIncrement(t *testing.T) {
 	require.Equal(t, "CLAIMED", task)
 	require.Equal(t, int64(2), b.counters(t).Available)
 
-	time.Sleep(100 * time.Millisecond)
 	w := b.worker("w2")
+	w.DBNow = func() time.Time { return time.Now().Add(time.Minute) } // a minute later: the lease ran out
 	tasks, err = w.Claim(context.Background(), 1)
 	require.NoError(t, err)
 	require.Len(t, tasks, 1, "the expired lease is reclaimed")

@@ -52,13 +52,25 @@ type Store struct {
 	Lease time.Duration
 	// MaxAttempts is the cap after which an event goes MANUAL.
 	MaxAttempts int
+	// DBNow is the claim's clock for tests (a lease made to run out
+	// without a sleep); nil, as in production: PostgreSQL's.
+	DBNow func() time.Time
+}
+
+// dbNow is DBNow's time, or nil (NULL: the database's clock).
+func (s *Store) dbNow() *time.Time {
+	if s.DBNow == nil {
+		return nil
+	}
+	t := s.DBNow()
+	return &t
 }
 
 func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.Milliseconds()) }
 
 // Claim leases up to limit due events.
 func (s *Store) Claim(ctx context.Context, limit int) ([]Event, error) {
-	rows, err := s.Pool.Query(ctx, qClaim, limit, s.Owner, interval(s.Lease))
+	rows, err := s.Pool.Query(ctx, qClaim, limit, s.Owner, interval(s.Lease), s.dbNow())
 	if err != nil {
 		return nil, fmt.Errorf("claiming outbox batch: %w", err)
 	}

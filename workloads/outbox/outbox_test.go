@@ -75,9 +75,9 @@ func TestExpiredLeaseIsReclaimedAndCapGoesManual(t *testing.T) {
 	c, err := dead.Claim(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, c, 1)
-	time.Sleep(100 * time.Millisecond) // the relay "died": its lease runs out
-
-	live := &outbox.Store{Pool: pool, Owner: "relay-live", Lease: 30 * time.Second, MaxAttempts: 2}
+	// The relay "died": a claim a minute later finds its lease run out.
+	live := &outbox.Store{Pool: pool, Owner: "relay-live", Lease: 30 * time.Second, MaxAttempts: 2,
+		DBNow: func() time.Time { return time.Now().Add(time.Minute) }}
 	c, err = live.Claim(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, c, 1)

@@ -4,13 +4,14 @@
 -- The status test is idx_event_outbox_dispatch's predicate as written, so
 -- the claim is an ordered scan of that index that stops at $1 rows (not a
 -- bitmap of every entry, dead ones included: 18 ms per claim after a sale).
--- $1 limit, $2 lease owner, $3 lease duration.
+-- $1 limit, $2 lease owner, $3 lease duration, $4 now (NULL: the
+-- database's clock; tests pass a later one instead of sleeping).
 WITH candidates AS (
     SELECT event_id
     FROM event_outbox
     WHERE status IN ('PENDING', 'RETRY', 'SENDING')
-      AND (status IN ('PENDING', 'RETRY') OR lease_until < clock_timestamp())
-      AND next_retry_at <= clock_timestamp()
+      AND (status IN ('PENDING', 'RETRY') OR lease_until < coalesce($4::timestamptz, clock_timestamp()))
+      AND next_retry_at <= coalesce($4::timestamptz, clock_timestamp())
     ORDER BY next_retry_at, created_at
     FOR UPDATE SKIP LOCKED
     LIMIT $1
@@ -18,7 +19,7 @@ WITH candidates AS (
 UPDATE event_outbox AS o
 SET status        = 'SENDING',
     lease_owner   = $2,
-    lease_until   = clock_timestamp() + $3::interval,
+    lease_until   = coalesce($4::timestamptz, clock_timestamp()) + $3::interval,
     attempt_count = attempt_count + 1
 FROM candidates AS c
 WHERE o.event_id = c.event_id

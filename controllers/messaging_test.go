@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/mq/admin"
 	"github.com/seckill/seckill-operator/workloads/names"
-	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 // nameServer points a sale at a name server through a Secret of its own.

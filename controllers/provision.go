@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -49,42 +48,4 @@ func (r *SeckillActivityReconciler) provision(ctx context.Context, act *seckillv
 		r.Recorder.Eventf(act, nil, corev1.EventTypeNormal, "StockProvisioned", "Provision", "generation %d: %s", act.Generation, strings.Join(changed, ", "))
 	}
 	return nil
-}
-
-// moveWindow sets the window flag for now and returns when it next changes.
-func (r *SeckillActivityReconciler) moveWindow(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) (time.Time, error) {
-	state, next := windowState(&act.Spec, now)
-	err := store.SetWindow(ctx, act.Spec.ActivityID, skusOf(act), control.Settings{Window: state,
-		BusinessDeadline: dur(act.Spec.BusinessDeadline, defaultDeadline), PaymentWindow: dur(act.Spec.PaymentWindow, defaultPaymentWindow),
-		Generation: act.Generation})
-	if err != nil {
-		return time.Time{}, err
-	}
-	return next, nil
-}
-
-// measure fills the per-SKU counters and the backlog from the stores.
-func (r *SeckillActivityReconciler) measure(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) (control.Backlog, error) {
-	counts, backlog, err := store.Counts(ctx, act.Spec.ActivityID, skusOf(act), now)
-	if err != nil {
-		return backlog, err
-	}
-	st := &act.Status
-	var stock, sold int64
-	for i := range st.SKUs {
-		for _, c := range counts {
-			if c.ID != st.SKUs[i].ID {
-				continue
-			}
-			st.SKUs[i].Sold = c.Occupied + c.Sold
-			st.SKUs[i].OpenReservations = c.RedisOpen
-			st.SKUs[i].Remaining = max(c.RedisAvailable, 0)
-		}
-		stock += st.SKUs[i].Stock
-		sold += st.SKUs[i].Sold
-	}
-	st.Sold = fmt.Sprintf("%d/%d", sold, stock)
-	st.OpenReservations = backlog.Open
-	st.OldestBacklogAgeSeconds = int64(backlog.OldestAge / time.Second)
-	return backlog, nil
 }

@@ -104,14 +104,22 @@ type dbSample struct {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
 
 // Reconcile runs the steps of one activity, in order:
-//  1. finalize when deleted (archive, keep business data), else hold the finalizer;
-//  2. read the connection Secrets and open the stores (failures: Degraded, bounded requeue);
+//  1. finalize when deleted (archive, keep business data), else hold the finalizer (lifecycle.go);
+//  2. read the connection Secrets and open the stores, check the broker's
+//     TLS and login, create the activity's topics and groups and its
+//     database roles (connections.go, messaging.go, dbroles.go);
 //  3. provision the stock once per generation (provision.go);
 //  4. move the window flag the gateway obeys (window.go);
-//  5. measure counts, backlog and consumers; decide the consumer count (scaling.go);
-//  6. apply the workloads (workloads.go);
+//  5. measure counts, backlog and consumers, and size the order consumers
+//     (measure.go; the decision itself, pure, in scaling.go);
+//  6. apply the workloads (workloads.go, isolation.go);
 //  7. the backlog guard (backlog.go);
 //  8. the lifecycle phase, the final reconcile, events (lifecycle.go).
+//
+// Every path ends with the status patched: a step that fails marks the
+// activity Degraded and requeues after ConnRetry (degraded), or — for an
+// error of the API server itself — patches what the pass learned and
+// returns the error for controller-runtime's backoff (failed).
 func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var act seckillv1alpha1.SeckillActivity
 	if err := r.Get(ctx, req.NamespacedName, &act); err != nil {
@@ -176,7 +184,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	desired := r.scale(ctx, &act, store, backlog, now)
 	ready, allReady, err := r.applyWorkloads(ctx, &act, desired, secrets)
 	if err != nil {
-		return ctrl.Result{}, err
+		return r.failed(ctx, before, &act, err)
 	}
 	st.DesiredConsumers, st.ReadyConsumers = desired, ready
 	if allReady {
@@ -189,7 +197,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	after, err := r.lifecycle(ctx, &act, store, backlog, now)
 	if err != nil {
-		return ctrl.Result{}, err
+		return r.failed(ctx, before, &act, err)
 	}
 	if err := r.patchStatus(ctx, before, &act); err != nil {
 		return ctrl.Result{}, err
@@ -265,6 +273,16 @@ func (r *SeckillActivityReconciler) degraded(ctx context.Context, before, act *s
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: orDur(r.ConnRetry, connRetry)}, nil
+}
+
+// failed patches what this pass learned and returns err, so that
+// controller-runtime retries with its backoff: an error of the API server,
+// not of the activity's stores, so no Degraded condition.
+func (r *SeckillActivityReconciler) failed(ctx context.Context, before, act *seckillv1alpha1.SeckillActivity, cause error) (ctrl.Result, error) {
+	if err := r.patchStatus(ctx, before, act); err != nil {
+		return ctrl.Result{}, errors.Join(cause, err)
+	}
+	return ctrl.Result{}, cause
 }
 
 // observeSpec fills the status fields that follow from the spec alone.

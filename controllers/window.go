@@ -1,9 +1,11 @@
 package controllers
 
 import (
+	"context"
 	"time"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
+	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
@@ -21,4 +23,16 @@ func windowState(spec *seckillv1alpha1.SeckillActivitySpec, now time.Time) (stri
 	default:
 		return redisstore.WindowActive, end
 	}
+}
+
+// moveWindow sets the window flag for now and returns when it next changes.
+func (r *SeckillActivityReconciler) moveWindow(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) (time.Time, error) {
+	state, next := windowState(&act.Spec, now)
+	err := store.SetWindow(ctx, act.Spec.ActivityID, skusOf(act), control.Settings{Window: state,
+		BusinessDeadline: dur(act.Spec.BusinessDeadline, defaultDeadline), PaymentWindow: dur(act.Spec.PaymentWindow, defaultPaymentWindow),
+		Generation: act.Generation})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return next, nil
 }

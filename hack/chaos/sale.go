@@ -13,10 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill-operator/hack/salekit"
+	"github.com/seckill/seckill-operator/internal/testenv/pgproxy"
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
-	"github.com/seckill/seckill-operator/internal/testenv/pgproxy"
 )
 
 const (

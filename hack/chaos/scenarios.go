@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/seckill/seckill-operator/internal/testenv/pgproxy"
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/invariants"
-	"github.com/seckill/seckill-operator/internal/testenv/pgproxy"
 )
 
 // scenario is one row of the matrix.

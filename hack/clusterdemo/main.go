@@ -16,8 +16,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/seckill/seckill-operator/test/clustersale"
 	"github.com/seckill/seckill-operator/internal/stackenv"
+	"github.com/seckill/seckill-operator/test/clustersale"
 )
 
 func main() {

@@ -19,8 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/internal/stackenv"
+	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 

@@ -20,10 +20,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill-operator/internal/stackenv"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/migrations"
 	"github.com/seckill/seckill-operator/workloads/names"
-	"github.com/seckill/seckill-operator/internal/stackenv"
 	"github.com/seckill/seckill-operator/workloads/tlsca"
 )
 

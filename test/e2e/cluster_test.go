@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
-	"github.com/seckill/seckill-operator/test/clustersale"
 	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/test/clustersale"
 )
 
 func repoRoot() string {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/workloads/names"
 )
 
 func TestCheckReportsEveryProblem(t *testing.T) {

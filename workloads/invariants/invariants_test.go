@@ -9,11 +9,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testsale"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
-	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 // settledSale is a finished sale on the real PostgreSQL and Redis: 3 units

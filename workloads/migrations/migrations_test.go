@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill-operator/workloads/migrations"
 	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/workloads/migrations"
 )
 
 func TestUpOnFreshDatabaseIsIdempotentAndConcurrent(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/workloads/mq"
 )
 
 // The stack's proxy presents a certificate of the stack's CA: the clients'

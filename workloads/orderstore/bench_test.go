@@ -13,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
-	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 // createdPath is the consumer's created-order transaction, in order (design.md#order-transaction).

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/internal/testenv/pgproxy"
+	"github.com/seckill/seckill-operator/workloads/orderstore"
 )
 
 // through is b's consumer with its pool behind a fault-injecting proxy.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/workloads/orderstore"
 )
 
 func TestMeterAndHeartbeat(t *testing.T) {

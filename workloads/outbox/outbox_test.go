@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/lease"
 	"github.com/seckill/seckill-operator/workloads/outbox"
-	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 func insertEvents(t *testing.T, pool *pgxpool.Pool, n int) []uuid.UUID {

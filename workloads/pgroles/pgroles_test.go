@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/migrations"
 	"github.com/seckill/seckill-operator/workloads/pgroles"
-	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 // statements each role runs: the embedded query files of the packages it

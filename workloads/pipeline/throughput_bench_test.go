@@ -14,13 +14,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/pipeline"
-	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 // BenchmarkConsumerGroup measures the order consumers' throughput on one

@@ -9,12 +9,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/internal/testsale"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/reconcile"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
-	"github.com/seckill/seckill-operator/internal/testenv"
-	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 // design.md#faults / design.md#rules row 13 on a real Sentinel failover: the primary

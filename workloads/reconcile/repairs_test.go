@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testsale"
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
@@ -18,7 +19,6 @@ import (
 	"github.com/seckill/seckill-operator/workloads/reconcile"
 	"github.com/seckill/seckill-operator/workloads/repair"
 	"github.com/seckill/seckill-operator/workloads/runbook"
-	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 func newSale(t *testing.T, pgStock, redisStock int64) (*testsale.Sale, *reconcile.Job) {

@@ -11,14 +11,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/internal/testsale"
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
-	"github.com/seckill/seckill-operator/internal/testenv"
-	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 func TestIDIsSeedStep4(t *testing.T) {

@@ -23,12 +23,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/pgroles"
 	"github.com/seckill/seckill-operator/workloads/provider"
-	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 func freeTCPPort(t *testing.T) int {

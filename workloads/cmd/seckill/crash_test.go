@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/mq"
-	"github.com/seckill/seckill-operator/internal/testenv"
 )
 
 // buildFailpointBinary compiles this command with the failpoints tag.

@@ -14,12 +14,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
+	"github.com/seckill/seckill-operator/internal/testsale"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
-	"github.com/seckill/seckill-operator/internal/testenv"
-	"github.com/seckill/seckill-operator/internal/testsale"
 )
 
 func exitCode(err error) int {

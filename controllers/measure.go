@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,32 @@ const capacitySettle = 15 * time.Second
 
 // reasonSuspended is the scaling reason while spec.scaling.suspendConsumers holds.
 const reasonSuspended = "suspended by spec.scaling.suspendConsumers"
+
+// measure fills the per-SKU counters and the backlog from the stores.
+func (r *SeckillActivityReconciler) measure(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) (control.Backlog, error) {
+	counts, backlog, err := store.Counts(ctx, act.Spec.ActivityID, skusOf(act), now)
+	if err != nil {
+		return backlog, err
+	}
+	st := &act.Status
+	var stock, sold int64
+	for i := range st.SKUs {
+		for _, c := range counts {
+			if c.ID != st.SKUs[i].ID {
+				continue
+			}
+			st.SKUs[i].Sold = c.Occupied + c.Sold
+			st.SKUs[i].OpenReservations = c.RedisOpen
+			st.SKUs[i].Remaining = max(c.RedisAvailable, 0)
+		}
+		stock += st.SKUs[i].Stock
+		sold += st.SKUs[i].Sold
+	}
+	st.Sold = fmt.Sprintf("%d/%d", sold, stock)
+	st.OpenReservations = backlog.Open
+	st.OldestBacklogAgeSeconds = int64(backlog.OldestAge / time.Second)
+	return backlog, nil
+}
 
 // scale reads what the consumers and PostgreSQL report and decides the
 // order-consumer count (scaling.go); the measured capacity and the reason

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
@@ -117,20 +116,24 @@ func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alp
 	return d.Desired
 }
 
-// sampleDB turns two pg_stat_database samples into PostgreSQL's commit rate.
+// sampleDB turns two pg_stat_database samples into PostgreSQL's commit
+// rate; the previous sample is in status (it survives a change of leader).
 func (r *SeckillActivityReconciler) sampleDB(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) {
 	commits, err := store.DBCommits(ctx)
 	if err != nil {
 		return
 	}
-	key := types.NamespacedName{Namespace: act.Namespace, Name: act.Name}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.samples == nil {
-		r.samples = map[types.NamespacedName]dbSample{}
+	p := progressOf(&act.Status)
+	if prev := p.DatabaseCommits; prev != nil && now.Sub(prev.At.Time) >= time.Second {
+		act.Status.DatabaseCommitRate = int32(float64(commits-prev.Value) / now.Sub(prev.At.Time).Seconds()) //nolint:gosec // a rate per second
 	}
-	if prev, ok := r.samples[key]; ok && now.Sub(prev.at) >= time.Second {
-		act.Status.DatabaseCommitRate = int32(float64(commits-prev.commits) / now.Sub(prev.at).Seconds())
+	p.DatabaseCommits = &seckillv1alpha1.CounterSample{Value: commits, At: metav1.NewMicroTime(now)}
+}
+
+// progressOf is the status's progress, made when absent.
+func progressOf(st *seckillv1alpha1.SeckillActivityStatus) *seckillv1alpha1.OperatorProgress {
+	if st.Progress == nil {
+		st.Progress = &seckillv1alpha1.OperatorProgress{}
 	}
-	r.samples[key] = dbSample{commits: commits, at: now}
+	return st.Progress
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
@@ -34,26 +34,23 @@ func init() {
 
 // countRuns adds the activity's reconcile runs finished since the last
 // look to the metrics (a run's anomalies and its finish are committed in
-// one transaction by the job, so a finished run is complete). Runs that finished before the operator first looked
-// at the activity are history, not counted (a restart does not replay them).
+// one transaction by the job, so a finished run is complete). Where the
+// last look ended is in status, so a new leader goes on from there; runs
+// that finished before the operator first looked at the activity are
+// history, not counted.
 func (r *SeckillActivityReconciler) countRuns(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, last *control.Run) error {
-	key := types.NamespacedName{Namespace: act.Namespace, Name: act.Name}
-	r.mu.Lock()
-	cursor, seen := r.runsSeen[key]
-	if !seen {
-		if r.runsSeen == nil {
-			r.runsSeen = map[types.NamespacedName]runCursor{}
-		}
+	p := progressOf(&act.Status)
+	if p.ReconcileRunsCountedUntil == nil {
+		at := metav1.NewMicroTime(time.Time{})
 		if last != nil {
-			cursor.at = last.FinishedAt
+			at = metav1.NewMicroTime(last.FinishedAt)
 		}
-		r.runsSeen[key] = cursor
+		p.ReconcileRunsCountedUntil = &at
+		if last != nil {
+			return nil
+		}
 	}
-	r.mu.Unlock()
-	if !seen && last != nil {
-		return nil
-	}
-	runs, err := store.RunsSince(ctx, act.Spec.ActivityID, cursor.at)
+	runs, err := store.RunsSince(ctx, act.Spec.ActivityID, p.ReconcileRunsCountedUntil.Time)
 	if err != nil || len(runs) == 0 {
 		return err
 	}
@@ -65,10 +62,7 @@ func (r *SeckillActivityReconciler) countRuns(ctx context.Context, act *seckillv
 			reconcileManual.WithLabelValues(typ).Add(float64(f.Manual))
 		}
 	}
-	r.mu.Lock()
-	r.runsSeen[key] = runCursor{at: runs[len(runs)-1].FinishedAt}
-	r.mu.Unlock()
+	at := metav1.NewMicroTime(runs[len(runs)-1].FinishedAt)
+	p.ReconcileRunsCountedUntil = &at
 	return nil
 }
-
-type runCursor struct{ at time.Time }

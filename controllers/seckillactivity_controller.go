@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,28 +65,17 @@ type SeckillActivityReconciler struct {
 	// ConnRetry and ActivePoll override connRetry and activePoll (tests).
 	ConnRetry, ActivePoll time.Duration
 
-	mu       sync.Mutex
-	samples  map[types.NamespacedName]dbSample
-	runsSeen map[types.NamespacedName]runCursor
 	// done: the idempotent steps this process has done per activity (the
 	// workloads' PostgreSQL roles, the activity's own topics and groups,
-	// the RocketMQ login check); forgotten with the activity.
+	// the RocketMQ login check); forgotten with the activity. A new leader
+	// starts without it and does each step once more, which changes
+	// nothing; what must survive a change of leader is in status.progress.
 	done doneCache
 }
 
 // forget drops what this process keeps about a deleted activity.
 func (r *SeckillActivityReconciler) forget(act *seckillv1alpha1.SeckillActivity) {
 	r.done.forget(act.UID)
-	key := types.NamespacedName{Namespace: act.Namespace, Name: act.Name}
-	r.mu.Lock()
-	delete(r.samples, key)
-	delete(r.runsSeen, key)
-	r.mu.Unlock()
-}
-
-type dbSample struct {
-	commits int64
-	at      time.Time
 }
 
 // +kubebuilder:rbac:groups=seckill.io,resources=seckillactivities,verbs=get;list;watch;update;patch

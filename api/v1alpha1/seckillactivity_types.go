@@ -430,6 +430,28 @@ type SeckillActivityStatus struct {
 	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
 	// +optional
 	LastReconcile *ReconcileSummary `json:"lastReconcile,omitempty"`
+	// Progress is what the operator carries from one pass to the next, kept
+	// here so that it survives a change of leader.
+	// +optional
+	Progress *OperatorProgress `json:"progress,omitempty"`
+}
+
+// OperatorProgress is the operator's memory of an activity between passes.
+type OperatorProgress struct {
+	// DatabaseCommits is the last pg_stat_database commit count read, and
+	// when: the next pass's DatabaseCommitRate is measured against it.
+	// +optional
+	DatabaseCommits *CounterSample `json:"databaseCommits,omitempty"`
+	// ReconcileRunsCountedUntil: the reconcile job's runs that finished by
+	// then are in the operator's metrics (a new leader counts from here).
+	// +optional
+	ReconcileRunsCountedUntil *metav1.MicroTime `json:"reconcileRunsCountedUntil,omitempty"`
+}
+
+// CounterSample is a counter's value at a time.
+type CounterSample struct {
+	Value int64            `json:"value"`
+	At    metav1.MicroTime `json:"at"`
 }
 
 // SeckillActivity is one flash sale.

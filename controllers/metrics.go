@@ -41,7 +41,10 @@ func init() {
 func (r *SeckillActivityReconciler) countRuns(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, last *control.Run) error {
 	p := progressOf(&act.Status)
 	if p.ReconcileRunsCountedUntil == nil {
-		at := metav1.NewMicroTime(time.Time{})
+		// The first look. "Nothing yet" is the epoch, not the zero time:
+		// a zero MicroTime is written as null and would read back as
+		// "never looked", and the first run would then be taken for history.
+		at := metav1.NewMicroTime(time.Unix(0, 0).UTC())
 		if last != nil {
 			at = metav1.NewMicroTime(last.FinishedAt)
 		}

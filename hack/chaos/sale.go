@@ -186,6 +186,29 @@ func (s *sale) reconcileEvery(ctx context.Context, period time.Duration) {
 	}
 }
 
+// ordersCurrent waits, up to within, until the orders PostgreSQL made in
+// the last 2 s were all for reservations made less than 3 s before them,
+// and says how long after from that was (ok false: not within).
+func (s *sale) ordersCurrent(ctx context.Context, from time.Time, within time.Duration) (time.Duration, bool, error) {
+	for {
+		var n int64
+		var lag float64
+		if err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(max(extract(epoch FROM o.created_at - r.reserved_at)), 0)::float8
+			FROM orders o JOIN inventory_reservation r USING (reservation_id)
+			WHERE o.activity_id = $1 AND o.created_at > clock_timestamp() - interval '2 seconds'`, s.activity).Scan(&n, &lag); err != nil {
+			return 0, false, fmt.Errorf("reading the orders' lag: %w", err)
+		}
+		since := time.Since(from)
+		if n > 0 && lag < 3 {
+			return since, true, nil
+		}
+		if since > within {
+			return since, false, nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // lookup is the last KEY=value of env.
 func lookup(env []string, key string) string {
 	v := ""

@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 //go:embed sql/*.sql
@@ -105,13 +106,13 @@ func (c *Canceller) Rearm(ctx context.Context, messageID, topic string, order uu
 // Handle runs one timer for order.
 func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error) {
 	var (
-		status        string
+		status        states.OrderStatus
 		expires       time.Time
 		activity, sku int64
 		reservation   uuid.UUID
 		bucket        int
 		amount        int64
-		resStatus     string
+		resStatus     states.ReservationStatus
 	)
 	err := c.Pool.QueryRow(ctx, qOrderGet, order).Scan(&status, &expires, &activity, &sku, &reservation, &bucket, &amount, &resStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -120,14 +121,13 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 	if err != nil {
 		return Outcome{}, fmt.Errorf("reading order %s: %w", order, err)
 	}
-	switch status {
-	case "PAID", "CANCELLED", "REFUNDING", "REFUNDED":
+	if status == states.OrderPaid || status.Ended() {
 		return Outcome{Result: Finished}, nil
 	}
-	if resStatus == "MANUAL_REVIEW" {
+	if resStatus == states.ReservationManualReview {
 		return Outcome{Result: Frozen, RetryAt: time.Now().Add(c.wait())}, nil
 	}
-	if status != "CANCEL_PENDING" {
+	if status != states.OrderCancelPending {
 		if time.Now().Before(expires) {
 			return Outcome{Result: Early, RetryAt: expires}, nil
 		}

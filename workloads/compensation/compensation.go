@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 //go:embed sql/*.sql
@@ -123,13 +124,13 @@ func (w *Worker) RunTask(ctx context.Context, taskID uuid.UUID, takeManual bool)
 // Run carries one claimed task as far as it can go and returns its outcome
 // with the Lua's reason.
 func (w *Worker) Run(ctx context.Context, t Task) (string, string, error) {
-	var status string
+	var status states.ReservationStatus
 	if err := w.Pool.QueryRow(ctx, qAuthorize, t.ReservationID).Scan(&status); err != nil {
 		return w.settle(ctx, t, OutcomeRetry, "AUTHORIZE_FAILED", err)
 	}
-	if status != "COMPENSATING" {
+	if status != states.ReservationCompensating {
 		// Not authorized: an order exists or the state moved elsewhere.
-		return w.settle(ctx, t, OutcomeManual, "STATE_CONFLICT:"+status, nil)
+		return w.settle(ctx, t, OutcomeManual, "STATE_CONFLICT:"+string(status), nil)
 	}
 	now := time.Now()
 	if w.Now != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
+	"github.com/seckill/seckill-operator/workloads/states"
 	"github.com/seckill/seckill-operator/workloads/tokens"
 )
 
@@ -69,8 +70,9 @@ const (
 // was then paid is the order's state, not the reservation's, so a paid
 // order's reservation answers ORDER_CREATED (a cancelled one CANCELLED).
 var statusCodes = map[string]string{
-	"ORDER_CREATED": CodeOrderCreated, "ORDER_REJECTED": CodeOrderRejected, "COMPENSATING": CodeOrderRejected,
-	"COMPENSATED": CodeCompensated, "CANCELLED": CodeCancelled, "MANUAL_REVIEW": CodeManualReview,
+	string(states.ReservationOrderCreated): CodeOrderCreated, string(states.ReservationOrderRejected): CodeOrderRejected,
+	string(states.ReservationCompensating): CodeOrderRejected, string(states.ReservationCompensated): CodeCompensated,
+	string(states.ReservationCancelled): CodeCancelled, string(states.ReservationManualReview): CodeManualReview,
 }
 
 // StatusCode is the code GET answers for a reservation status.
@@ -680,7 +682,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		if err != nil || h == nil || h["user_id"] != strconv.FormatInt(user, 10) {
 			continue
 		}
-		s.write(w, answer{Code: StatusCode(h["status"]), ReservationID: id.String(), Status: h["status"], OrderID: h["order_id"], Reason: h["reason_code"]})
+		s.write(w, answer{Code: StatusCode(string(h.Status())), ReservationID: id.String(), Status: string(h.Status()), OrderID: h["order_id"], Reason: h["reason_code"]})
 		return
 	}
 	// PostgreSQL, the authority, when Redis does not have it.

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 // Action is what the consumer does with the delivery after Consume.
@@ -43,6 +44,9 @@ const (
 	ResultLateRejected  = "LATE_REJECTED"
 	ResultDuplicate     = "DUPLICATE"
 	ResultManualReview  = "MANUAL_REVIEW"
+	// resultProcessing is an inbox row whose transaction has not decided
+	// (inbox_insert.sql writes it; inbox_finish.sql replaces it).
+	resultProcessing = "PROCESSING"
 )
 
 // Rejection reasons.
@@ -224,18 +228,9 @@ func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateR
 	status, orderID := row.status, row.orderID
 
 	var tail writes
-	var out Outcome
-	switch status {
-	case "RESERVED":
+	out, done := decided(status, orderID)
+	if !done {
 		out, err = c.createOrReject(ctx, tx, msg, &tail)
-	case "ORDER_CREATED":
-		// Another message id for the same reservation already made the order.
-		out = Outcome{Action: Ack, Result: ResultDuplicate, OrderID: deref(orderID)}
-	case "ORDER_REJECTED", "COMPENSATING", "COMPENSATED", "CANCELLED":
-		// A persisted rejection stands: no order, no second compensation (design.md#late-messages).
-		out = Outcome{Action: Ack, Result: ResultLateRejected}
-	default: // MANUAL_REVIEW: frozen; record the message, decide nothing.
-		out = Outcome{Action: Ack, Result: ResultManualReview}
 	}
 	if err != nil {
 		return out, err
@@ -347,10 +342,29 @@ func (c *Consumer) reject(msg events.OrderCreateRequested, tail *writes, reason 
 
 // reservationRow is the locked PostgreSQL trace of a reservation.
 type reservationRow struct {
-	status              string
+	status              states.ReservationStatus
 	orderID             *uuid.UUID
 	message             uuid.UUID
 	user, activity, sku int64
+}
+
+// decided is the outcome for a message whose reservation is no longer
+// RESERVED — decided by another message id, or frozen — the same on every
+// path (decided false: RESERVED, this message decides).
+func decided(status states.ReservationStatus, orderID *uuid.UUID) (Outcome, bool) {
+	switch {
+	case status == states.ReservationReserved:
+		return Outcome{}, false
+	case status.HasOrder() && status != states.ReservationCancelled:
+		// Another message id for the same reservation already made the order.
+		return Outcome{Action: Ack, Result: ResultDuplicate, OrderID: deref(orderID)}, true
+	case status.Rejected() || status == states.ReservationCancelled:
+		// A persisted rejection (or a cancelled order) stands: no order, no
+		// second compensation (design.md#late-messages).
+		return Outcome{Action: Ack, Result: ResultLateRejected}, true
+	default: // MANUAL_REVIEW: frozen; record the message, decide nothing.
+		return Outcome{Action: Ack, Result: ResultManualReview}, true
+	}
 }
 
 // matches tells whether the row was recorded for this message and user.
@@ -482,7 +496,8 @@ func (c *Consumer) resolveCommit(ctx context.Context, msg events.OrderCreateRequ
 // committed is what commit_verify.sql read of a message's transaction.
 type committed struct {
 	hash                        []byte
-	result, reservation         string
+	result                      string
+	reservation                 states.ReservationStatus
 	orderID                     *uuid.UUID
 	order, ledger, compensation bool
 }
@@ -491,7 +506,7 @@ type committed struct {
 // ("" when it is whole).
 func (v committed) incomplete() string {
 	switch v.result {
-	case "PROCESSING":
+	case resultProcessing:
 		return "without its outcome"
 	case ResultOrderCreated:
 		switch {
@@ -499,13 +514,13 @@ func (v committed) incomplete() string {
 			return "its order is missing"
 		case !v.ledger:
 			return "its ledger entry is missing"
-		case v.reservation != "ORDER_CREATED" && v.reservation != "CANCELLED":
-			return "its reservation is " + v.reservation
+		case !v.reservation.HasOrder():
+			return "its reservation is " + string(v.reservation)
 		}
 	case ResultOrderRejected:
 		switch {
-		case v.reservation != "ORDER_REJECTED" && v.reservation != "COMPENSATING" && v.reservation != "COMPENSATED":
-			return "its reservation is " + v.reservation
+		case !v.reservation.Rejected():
+			return "its reservation is " + string(v.reservation)
 		case !v.compensation:
 			return "its compensation task is missing"
 		}

@@ -182,7 +182,7 @@ func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastIt
 			if err := br.QueryRow().Scan(&prior, &result, &orderID); err != nil {
 				return fmt.Errorf("reading inbox row: %w", err)
 			}
-			if string(prior) != string(f.hash) || result == "PROCESSING" {
+			if string(prior) != string(f.hash) || result == resultProcessing {
 				return errNotFast
 			}
 			f.decided, f.out = true, Outcome{Action: Ack, Result: result, OrderID: deref(orderID), Redelivered: true}
@@ -198,15 +198,7 @@ func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastIt
 		if !r.matches(f.msg) {
 			return errNotFast
 		}
-		switch r.status {
-		case "RESERVED":
-		case "ORDER_CREATED":
-			f.decided, f.out = true, Outcome{Action: Ack, Result: ResultDuplicate, OrderID: deref(r.orderID)}
-		case "ORDER_REJECTED", "COMPENSATING", "COMPENSATED", "CANCELLED":
-			f.decided, f.out = true, Outcome{Action: Ack, Result: ResultLateRejected}
-		default:
-			f.decided, f.out = true, Outcome{Action: Ack, Result: ResultManualReview}
-		}
+		f.out, f.decided = decided(r.status, r.orderID)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 // Execer is a pool or a transaction.
@@ -55,8 +56,8 @@ func (c *Consumer) RejectTimedOut(ctx context.Context, msg events.OrderCreateReq
 		if !row.matches(msg) {
 			return fmt.Errorf("%w: reservation %s is recorded for another message or user", ErrStateConflict, msg.ReservationID)
 		}
-		if row.status != "RESERVED" {
-			out = Outcome{Action: Ack, Result: "ALREADY_" + row.status, OrderID: deref(row.orderID)}
+		if row.status != states.ReservationReserved {
+			out = Outcome{Action: Ack, Result: "ALREADY_" + string(row.status), OrderID: deref(row.orderID)}
 			return nil
 		}
 		var tail writes

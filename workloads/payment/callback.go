@@ -21,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of timestamp.body>".
@@ -51,12 +52,12 @@ var (
 
 // CallbackBody is what the provider posts.
 type CallbackBody struct {
-	TransactionID string `json:"transaction_id"`
-	OrderID       string `json:"order_id"`
-	AmountCents   int64  `json:"amount_cents"`
-	Currency      string `json:"currency"`
-	Status        string `json:"status"`
-	PaidAtMs      int64  `json:"paid_at_ms"`
+	TransactionID string               `json:"transaction_id"`
+	OrderID       string               `json:"order_id"`
+	AmountCents   int64                `json:"amount_cents"`
+	Currency      string               `json:"currency"`
+	Status        states.PaymentStatus `json:"status"`
+	PaidAtMs      int64                `json:"paid_at_ms"`
 }
 
 // Sign is the provider's signature of body sent at tsMs (Unix ms) with key:
@@ -118,7 +119,7 @@ func verify(keys [][]byte, h http.Header, body []byte, now time.Time, window tim
 }
 
 // parse checks a callback body strictly.
-func parse(provider string, body []byte) (Callback, string, error) {
+func parse(provider string, body []byte) (Callback, states.PaymentStatus, error) {
 	var b CallbackBody
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
@@ -138,7 +139,7 @@ func parse(provider string, body []byte) (Callback, string, error) {
 		return Callback{}, "", errors.New("amount_cents must be positive")
 	case !currencyCode.MatchString(b.Currency):
 		return Callback{}, "", errors.New("currency must be three capital letters (ISO 4217)")
-	case b.Status != "SUCCESS" && b.Status != "FAILED":
+	case b.Status != states.PaymentSuccess && b.Status != states.PaymentFailed:
 		return Callback{}, "", errors.New(`status must be "SUCCESS" or "FAILED"`)
 	case b.PaidAtMs <= 0:
 		return Callback{}, "", errors.New("paid_at_ms must be a positive Unix time in milliseconds")
@@ -213,7 +214,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusBadRequest, "INVALID_CALLBACK", err.Error())
 		return
 	}
-	if status == "FAILED" {
+	if status == states.PaymentFailed {
 		// Nothing to record: the order stays payable until it expires.
 		answer(http.StatusOK, "ACKNOWLEDGED", "failed payment noted")
 		return

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 //go:embed sql/*.sql
@@ -112,10 +113,11 @@ func (s *Store) Apply(ctx context.Context, cb Callback) (string, error) {
 
 func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, error) {
 	var (
-		status, currency string
-		amount           int64
-		activity, sku    int64
-		reservationID    uuid.UUID
+		status        states.OrderStatus
+		currency      string
+		amount        int64
+		activity, sku int64
+		reservationID uuid.UUID
 	)
 	err := tx.QueryRow(ctx, qOrderLock, cb.OrderID).Scan(&status, &amount, &currency, &activity, &sku, &reservationID)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -171,9 +173,9 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 	}
 	// Zero rows: the order's state decides (design.md#payment-cancel).
 	switch status {
-	case "PAID":
+	case states.OrderPaid:
 		return ResultAlreadyPaid, nil
-	case "CANCELLED":
+	case states.OrderCancelled:
 		var id uuid.UUID
 		err := tx.QueryRow(ctx, qPaymentRefunding, pid).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -186,7 +188,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 			return "", err
 		}
 		return ResultPaidAfterCancel, nil
-	case "REFUNDING", "REFUNDED":
+	case states.OrderRefunding, states.OrderRefunded:
 		return ResultRefund, nil
 	default:
 		return "", fmt.Errorf("%w: order %s is %s", ErrConflict, cb.OrderID, status)

@@ -27,6 +27,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 // idle waits between empty polls, returning false when ctx is done.
@@ -409,12 +410,12 @@ func (r *Relay) relay(ctx context.Context, evs []outbox.Event) {
 			continue
 		}
 		r.Metrics.Sent.WithLabelValues(status).Inc()
-		if status == "MANUAL" {
+		if status == string(states.OutboxManual) {
 			r.Metrics.Manual.Inc()
 			r.Log.Error("outbox event given up after the attempt cap; manual review", "event_id", e.EventID, "attempt", e.Attempt, "error", errs[i])
 		}
 	}
-	r.Metrics.Sent.WithLabelValues("SENT").Add(float64(len(sent)))
+	r.Metrics.Sent.WithLabelValues(string(states.OutboxSent)).Add(float64(len(sent)))
 	n, err := r.Store.MarkSentMany(ctx, sent)
 	switch {
 	case err != nil:
@@ -622,7 +623,7 @@ func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 			s.Log.Warn("send_due entry without reservation", "reservation_id", c.ReservationID, "error", err)
 			continue
 		}
-		if h["status"] != "RESERVED" {
+		if h.Status() != states.HashReserved {
 			_, _ = s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), 0) // nothing left to send
 			continue
 		}

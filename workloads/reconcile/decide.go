@@ -1,5 +1,7 @@
 package reconcile
 
+import "github.com/seckill/seckill-operator/workloads/states"
+
 // Rules of the per-reservation checks (design.md#auto-repair, design.md#reconcile). The automatic
 // ones are exactly design.md#auto-repair's "yes" rows plus design.md#reconcile's timeout rejection (the
 // deadline decision the order consumer itself would persist); everything
@@ -28,13 +30,13 @@ const (
 
 // observed is what one reservation looks like across the two stores.
 type observed struct {
-	PG          string // inventory_reservation.status
-	Order       string // orders.status ("" none)
-	Task        string // compensation task status ("" none)
-	TaskLive    bool   // the task is CLAIMED under a lease that has not expired
+	PG          states.ReservationStatus
+	Order       states.OrderStatus // "" none
+	Task        states.TaskStatus  // compensation task ("" none)
+	TaskLive    bool               // the task is CLAIMED under a lease that has not expired
 	RedisExists bool
-	Redis       string // reservation hash status
-	Marker      bool   // the compensation marker holds this reservation's compensation id
+	Redis       states.HashStatus // reservation hash status
+	Marker      bool              // the compensation marker holds this reservation's compensation id
 }
 
 // decision is what the reconcile job does about it.
@@ -42,70 +44,71 @@ type decision struct {
 	Rule     string // "" nothing to do
 	Auto     bool
 	Severity string
-	Target   string
-	Freeze   bool // stop every automatic action on it (design.md#auto-repair: PAID vs COMPENSATED)
+	// Target is the state the repair moves to: the reservation's (a
+	// manual finding's MANUAL_REVIEW, a completed compensation's
+	// COMPENSATED), the Redis hash's (a rebuilt projection's ORDER_CREATED),
+	// or a new compensation task.
+	Target string
+	Freeze bool // stop every automatic action on it (design.md#auto-repair: PAID vs COMPENSATED)
 }
 
-func orderFinal(s string) bool { return s == "CANCELLED" || s == "REFUNDING" || s == "REFUNDED" }
-
-func redisHasOrder(s string) bool {
-	return s == "ORDER_CREATED" || s == "PAID" || s == "CANCEL_PENDING"
-}
+// targetTask is the target of a decision that creates the standard compensation task.
+const targetTask = "COMPENSATION_TASK"
 
 func manual(rule, sev string) decision {
-	return decision{Rule: rule, Severity: sev, Target: "MANUAL_REVIEW"}
+	return decision{Rule: rule, Severity: sev, Target: string(states.ReservationManualReview)}
 }
 
 // decide is the design.md#reconcile switch over PostgreSQL's reservation status.
 func decide(o observed) decision {
 	switch o.PG {
-	case "MANUAL_REVIEW":
+	case states.ReservationManualReview:
 		return decision{Rule: RuleFrozen, Severity: Info}
-	case "ORDER_CREATED":
+	case states.ReservationOrderCreated:
 		switch {
 		case o.Order == "":
 			return manual(RuleStateConflict, Critical)
-		case orderFinal(o.Order):
+		case o.Order.Ended():
 			// Cancelled (refunding or refunded after a late payment): Redis
 			// has released the unit (CANCELLED) or the terminal hash expired.
-			if !o.RedisExists || o.Redis == "CANCELLED" {
+			if !o.RedisExists || o.Redis == states.HashCancelled {
 				return decision{}
 			}
-			if o.Redis == "RESERVED" || redisHasOrder(o.Redis) {
+			if o.Redis == states.HashReserved || o.Redis.HasOrder() {
 				return manual(RuleCancelNotProjected, Critical)
 			}
 			return manual(RuleProjectionConflict, Critical)
-		case !o.RedisExists || o.Redis == "RESERVED":
-			return decision{Rule: RuleRebuildProjection, Auto: true, Severity: Warning, Target: "ORDER_CREATED"}
-		case redisHasOrder(o.Redis):
+		case !o.RedisExists || o.Redis == states.HashReserved:
+			return decision{Rule: RuleRebuildProjection, Auto: true, Severity: Warning, Target: string(states.HashOrderCreated)}
+		case o.Redis.HasOrder():
 			return decision{}
 		default: // COMPENSATED, CANCELLED, ORDER_REJECTED ... while the order lives
 			d := manual(RuleProjectionConflict, Critical)
 			d.Freeze = true
 			return d
 		}
-	case "ORDER_REJECTED", "COMPENSATING":
-		if o.RedisExists && redisHasOrder(o.Redis) {
+	case states.ReservationOrderRejected, states.ReservationCompensating:
+		if o.RedisExists && o.Redis.HasOrder() {
 			return manual(RuleStateConflict, Critical)
 		}
-		applied := o.Marker || (o.RedisExists && o.Redis == "COMPENSATED")
+		applied := o.Marker || (o.RedisExists && o.Redis == states.HashCompensated)
 		switch {
 		case o.Task == "":
-			return decision{Rule: RuleEnsureCompensation, Auto: true, Severity: Warning, Target: "COMPENSATION_TASK"}
+			return decision{Rule: RuleEnsureCompensation, Auto: true, Severity: Warning, Target: targetTask}
 		case o.TaskLive:
 			return decision{} // a compensator is on it now
-		case applied && (o.PG == "COMPENSATING" || o.Task == "MANUAL"):
-			return decision{Rule: RuleCompleteCompensation, Auto: true, Severity: Warning, Target: "COMPENSATED"}
-		case o.Task == "MANUAL" && !o.RedisExists:
+		case applied && (o.PG == states.ReservationCompensating || o.Task == states.TaskManual):
+			return decision{Rule: RuleCompleteCompensation, Auto: true, Severity: Warning, Target: string(states.ReservationCompensated)}
+		case o.Task == states.TaskManual && !o.RedisExists:
 			return manual(RuleRedisReservationMissing, Critical)
-		case o.Task == "MANUAL":
+		case o.Task == states.TaskManual:
 			return manual(RuleCompensationManual, Critical)
-		case o.Task == "APPLIED" || o.Task == "VERIFIED":
+		case o.Task == states.TaskApplied || o.Task == states.TaskVerified:
 			return manual(RuleStateConflict, Critical)
 		}
 		return decision{} // PENDING or RETRY: the compensator will run it
-	case "COMPENSATED":
-		if o.RedisExists && o.Redis != "COMPENSATED" {
+	case states.ReservationCompensated:
+		if o.RedisExists && o.Redis != states.HashCompensated {
 			return manual(RuleCompensatedMismatch, Critical)
 		}
 	}

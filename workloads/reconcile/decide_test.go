@@ -1,6 +1,12 @@
 package reconcile
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill-operator/workloads/states"
+)
 
 // The design.md#reconcile switch, row by row; design.md#auto-repair decides which are automatic.
 func TestDecide(t *testing.T) {
@@ -47,4 +53,51 @@ func TestDecide(t *testing.T) {
 	if d := decide(observed{PG: "ORDER_CREATED", Order: "PAID", RedisExists: true, Redis: "COMPENSATED"}); !d.Freeze {
 		t.Fatal("PAID vs COMPENSATED is frozen (design.md#auto-repair)")
 	}
+}
+
+// Every transition a decision asks for is one its machine allows, over every
+// combination of the two stores' states: a manual finding or a freeze moves
+// the reservation to MANUAL_REVIEW, a completed compensation moves it to
+// COMPENSATED, a rebuilt projection moves the Redis hash (or creates it) to
+// ORDER_CREATED, the standard task is created only where none exists.
+func TestDecisionsMoveOnlyAlongTheMachines(t *testing.T) {
+	orders := append([]states.OrderStatus{""}, states.Order.States()...)
+	tasks := append([]states.TaskStatus{""}, states.CompensationTask.States()...)
+	hashes := states.RedisHash.States()
+	decided := 0
+	for _, pg := range states.Reservation.States() {
+		for _, order := range orders {
+			for _, task := range tasks {
+				for _, hash := range append(hashes, "") {
+					for _, flags := range []int{0, 1, 2, 3} {
+						o := observed{PG: pg, Order: order, Task: task, RedisExists: hash != "", Redis: hash,
+							TaskLive: flags&1 != 0 && task == states.TaskClaimed, Marker: flags&2 != 0}
+						d := decide(o)
+						if d.Rule == "" || d.Rule == RuleFrozen {
+							continue
+						}
+						decided++
+						switch {
+						case d.Rule == RuleRebuildProjection:
+							if o.RedisExists {
+								require.NoError(t, states.RedisHash.Check(o.Redis, states.HashStatus(d.Target)), "%+v", o)
+							} else {
+								require.Contains(t, states.RedisHash.Initial, states.HashStatus(d.Target), "%+v", o)
+							}
+						case d.Rule == RuleEnsureCompensation:
+							require.Empty(t, o.Task, "%+v: a second compensation task", o)
+							require.Equal(t, targetTask, d.Target)
+						case d.Rule == RuleCompleteCompensation:
+							require.NoError(t, states.Reservation.Check(o.PG, states.ReservationStatus(d.Target)), "%+v", o)
+						case !d.Auto:
+							require.NoError(t, states.Reservation.Check(o.PG, states.ReservationStatus(d.Target)), "%+v", o)
+						default:
+							t.Fatalf("%+v: an automatic rule %s this test does not know", o, d.Rule)
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, decided, 1000)
 }

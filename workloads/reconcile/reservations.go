@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/repair"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 const pageSize = 500
@@ -24,27 +25,27 @@ const pageSize = 500
 // resRow is one reservation as PostgreSQL has it.
 type resRow struct {
 	ID                   uuid.UUID
-	Status               string
+	Status               states.ReservationStatus
 	Version              int64
 	Bucket               int
 	User                 int64
 	Request, Message     uuid.UUID
 	Order                *uuid.UUID
 	ReservedAt, Deadline time.Time
-	OrderStatus          string
+	OrderStatus          states.OrderStatus
 	TaskID               *uuid.UUID
-	TaskStatus, TaskKey  string
+	TaskStatus           states.TaskStatus
+	TaskKey              string
 	TaskLive             bool
 	TaskResult           string
 	slot                 redisstore.Slot
-	redis                map[string]string
+	redis                redisstore.Hash
 	marker               string
 }
 
 func (r resRow) observed() observed {
-	st := r.redis["status"]
 	return observed{PG: r.Status, Order: r.OrderStatus, Task: r.TaskStatus, TaskLive: r.TaskLive,
-		RedisExists: r.redis != nil, Redis: st, Marker: r.marker != "" && r.marker == r.TaskKey}
+		RedisExists: r.redis != nil, Redis: r.redis.Status(), Marker: r.marker != "" && r.marker == r.TaskKey}
 }
 
 func (r resRow) evidence() map[string]any {
@@ -200,7 +201,7 @@ func (run *pass) step(rule string, r *resRow) repair.Step {
 	case RuleEnsureCompensation:
 		return run.steps.EnsureCompensation(r.ID)
 	case RuleCompleteCompensation:
-		return run.steps.Compensate(r.ID, r.TaskStatus == "MANUAL")
+		return run.steps.Compensate(r.ID, r.TaskStatus == states.TaskManual)
 	}
 	return func(context.Context) (any, string, error) { return nil, "", fmt.Errorf("no step for rule %s", rule) }
 }
@@ -271,7 +272,7 @@ func (run *pass) openReservation(ctx context.Context, sku int64, sl redisstore.S
 	ev := map[string]any{"redis": map[string]any{"slot": sl.Tag(), "reservation": h}, "postgres": "no reservation row"}
 	if h == nil {
 		a := Anomaly{Type: RuleRedisReservationMissing, Severity: Critical, SKU: sku, Object: id.String(), Evidence: ev}
-		t := repair.New(run.rep.Activity, repair.ObjectReservation, id.String(), a.Type, 0, "MANUAL_REVIEW")
+		t := repair.New(run.rep.Activity, repair.ObjectReservation, id.String(), a.Type, 0, string(states.ReservationManualReview))
 		t.Evidence, t.RunID, t.Operator, t.Reason = ev, &run.runID, "reconcile", "open Redis entry without a hash or a PostgreSQL row: activity-level recount"
 		if err := run.manual(ctx, &a, &t); err != nil {
 			return err
@@ -302,7 +303,7 @@ func (run *pass) openReservation(ctx context.Context, sku int64, sl redisstore.S
 		return nil
 	}
 	a := Anomaly{Type: RuleTimeoutRejection, Severity: Warning, SKU: sku, Object: id.String(), Evidence: ev}
-	t := repair.New(run.rep.Activity, repair.ObjectReservation, id.String(), a.Type, 0, "ORDER_REJECTED")
+	t := repair.New(run.rep.Activity, repair.ObjectReservation, id.String(), a.Type, 0, string(states.ReservationOrderRejected))
 	t.Evidence, t.RunID, t.Operator, t.Automatic = ev, &run.runID, "reconcile", true
 	t.Reason = "design.md#reconcile: never reached PostgreSQL, past its hard deadline"
 	consumer := &orderstore.Consumer{Pool: run.job.Pool, EventsTopic: run.job.EventsTopic}
@@ -325,13 +326,14 @@ func (run *pass) checkOutbox(ctx context.Context) error {
 		return fmt.Errorf("reading the outbox: %w", err)
 	}
 	type ev struct {
-		ID           uuid.UUID
-		Type, Status string
-		Attempts     int64
-		Owner        string
-		LeaseUntil   *time.Time
-		LastError    string
-		Created      time.Time
+		ID         uuid.UUID
+		Type       string
+		Status     states.OutboxStatus
+		Attempts   int64
+		Owner      string
+		LeaseUntil *time.Time
+		LastError  string
+		Created    time.Time
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ev, error) {
 		var e ev
@@ -344,9 +346,9 @@ func (run *pass) checkOutbox(ctx context.Context) error {
 		evidence := map[string]any{"event_type": e.Type, "status": e.Status, "attempts": e.Attempts,
 			"lease_owner": e.Owner, "lease_until": e.LeaseUntil, "last_error": e.LastError, "created_at": e.Created}
 		a := Anomaly{Type: RuleOutboxReclaim, Severity: Warning, Object: e.ID.String(), Evidence: evidence}
-		if e.Status == "MANUAL" {
+		if e.Status == states.OutboxManual {
 			a.Type, a.Severity = RuleOutboxManual, Critical
-			t := repair.New(run.rep.Activity, repair.ObjectOutbox, e.ID.String(), a.Type, e.Attempts, "MANUAL_REVIEW")
+			t := repair.New(run.rep.Activity, repair.ObjectOutbox, e.ID.String(), a.Type, e.Attempts, string(states.ReservationManualReview))
 			t.Evidence, t.RunID, t.Operator, t.Reason = evidence, &run.runID, "reconcile", "outbox event past its attempt cap"
 			if err := run.manual(ctx, &a, &t); err != nil {
 				return err
@@ -354,7 +356,7 @@ func (run *pass) checkOutbox(ctx context.Context) error {
 			run.add(a)
 			continue
 		}
-		t := repair.New(run.rep.Activity, repair.ObjectOutbox, e.ID.String(), a.Type, e.Attempts, "RETRY")
+		t := repair.New(run.rep.Activity, repair.ObjectOutbox, e.ID.String(), a.Type, e.Attempts, string(states.OutboxRetry))
 		t.Evidence, t.Before, t.RunID, t.Operator, t.Automatic = evidence, evidence, &run.runID, "reconcile", true
 		t.Reason = "design.md#auto-repair: SENDING with an expired lease"
 		if err := run.auto(ctx, a, &t, run.steps.ReclaimOutbox(e.ID, run.rep.Watermark)); err != nil {
@@ -371,10 +373,11 @@ func (run *pass) checkPayments(ctx context.Context) error {
 		return fmt.Errorf("reading payments of cancelled orders: %w", err)
 	}
 	type pay struct {
-		ID, Order           uuid.UUID
-		Provider, Txn       string
-		Amount              int64
-		Status, OrderStatus string
+		ID, Order     uuid.UUID
+		Provider, Txn string
+		Amount        int64
+		Status        states.PaymentStatus
+		OrderStatus   states.OrderStatus
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pay, error) {
 		var p pay
@@ -387,7 +390,7 @@ func (run *pass) checkPayments(ctx context.Context) error {
 		evidence := map[string]any{"payment_id": p.ID, "order_id": p.Order, "provider": p.Provider,
 			"provider_transaction_id": p.Txn, "amount_cents": p.Amount, "payment_status": p.Status, "order_status": p.OrderStatus}
 		a := Anomaly{Type: RulePaidAfterCancel, Severity: Warning, Object: p.ID.String(), Evidence: evidence}
-		if p.Status == "SUCCESS" {
+		if p.Status == states.PaymentSuccess {
 			a.Type, a.Severity = RulePaidCancelledGuard, Critical
 		}
 		t := repair.New(run.rep.Activity, repair.ObjectPayment, p.ID.String(), a.Type, 0, "BUSINESS_DECISION")

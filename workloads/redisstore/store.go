@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 // Result is a script's {code, reason}: code > 0 is success (1 = this call
@@ -262,9 +264,9 @@ func sendAckResult(v any, err error) (Result, error) {
 
 // MQ states of a reservation (design.md#states).
 const (
-	MQPending   = "PENDING"
-	MQUnknown   = "UNKNOWN"
-	MQPublished = "PUBLISHED"
+	MQPending   = string(states.SendPending)
+	MQUnknown   = string(states.SendUnknown)
+	MQPublished = string(states.SendPublished)
 )
 
 // RescheduleSend keeps a failed or unknown send due again at next (send_reschedule.lua).
@@ -411,8 +413,14 @@ func (s *Store) ReadCountersOf(ctx context.Context, slots []Slot) ([]Counters, e
 	return out, nil
 }
 
+// Hash is a reservation hash as read: its fields by name.
+type Hash map[string]string
+
+// Status is the hash's state (states.RedisHash); "" for no hash.
+func (h Hash) Status() states.HashStatus { return states.HashStatus(h["status"]) }
+
 // Reservation reads a reservation hash (nil when it does not exist).
-func (s *Store) Reservation(ctx context.Context, sl Slot, id uuid.UUID) (map[string]string, error) {
+func (s *Store) Reservation(ctx context.Context, sl Slot, id uuid.UUID) (Hash, error) {
 	m, err := s.c.HGetAll(ctx, sl.Reservation(id)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading reservation %s: %w", id, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 // Rules of the freeze.
@@ -18,7 +19,7 @@ const (
 )
 
 // StatusFrozen is the reservation status of a frozen reservation.
-const StatusFrozen = "MANUAL_REVIEW"
+const StatusFrozen = states.ReservationManualReview
 
 // Freeze is design.md#runbook step 1 for a reservation: its status becomes
 // MANUAL_REVIEW (the state it had is remembered), its unfinished
@@ -34,7 +35,7 @@ func (s *Store) Freeze(ctx context.Context, reservationID uuid.UUID, a Audit, ev
 	}
 	var t Task
 	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		var status string
+		var status states.ReservationStatus
 		var version, activity int64
 		var order *uuid.UUID
 		err := tx.QueryRow(ctx, qResLock, reservationID).Scan(&status, &version, &activity, &order)
@@ -47,7 +48,7 @@ func (s *Store) Freeze(ctx context.Context, reservationID uuid.UUID, a Audit, ev
 		if status == StatusFrozen {
 			return fmt.Errorf("%w: %s", ErrFrozen, reservationID)
 		}
-		t = New(activity, ObjectReservation, reservationID.String(), RuleFreeze, version, StatusFrozen)
+		t = New(activity, ObjectReservation, reservationID.String(), RuleFreeze, version, string(StatusFrozen))
 		t.Automatic = runID != nil // frozen by a reconcile run
 		t.Operator, t.Approver, t.Reason, t.Incident, t.RunID = a.Operator, a.Approver, a.Reason, a.Incident, runID
 		if evidence != nil {
@@ -93,7 +94,7 @@ func (s *Store) Unfreeze(ctx context.Context, reservationID uuid.UUID, a Audit) 
 	}
 	var t Task
 	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		var status string
+		var status states.ReservationStatus
 		var version, activity int64
 		var order *uuid.UUID
 		if err := tx.QueryRow(ctx, qResLock, reservationID).Scan(&status, &version, &activity, &order); err != nil {

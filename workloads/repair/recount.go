@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 // RuleRecount is the manual repair of a cross-system difference that no
@@ -145,7 +146,7 @@ func (s *Steps) pending(ctx context.Context, sl redisstore.Slot) (int, error) {
 		return 0, fmt.Errorf("%w: %d reservations of %s have an order in PostgreSQL but are open in Redis (e.g. %v): let the projector or the reconcile job's rebuild catch up",
 			ErrPropagationPending, len(decided), sl.Tag(), decided[:min(len(decided), recountPendingSample)])
 	}
-	ghosts, err := s.statuses(ctx, sl, open, func(st string) bool { return st == "" })
+	ghosts, err := s.statuses(ctx, sl, open, func(st states.HashStatus) bool { return st == "" })
 	if err != nil {
 		return 0, err
 	}
@@ -157,9 +158,7 @@ func (s *Steps) pending(ctx context.Context, sl redisstore.Slot) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("listing %s's cancelled orders: %w", sl.Tag(), err)
 	}
-	live, err := s.statuses(ctx, sl, cancelled, func(st string) bool {
-		return st == "ORDER_CREATED" || st == "PAID" || st == "CANCEL_PENDING"
-	})
+	live, err := s.statuses(ctx, sl, cancelled, states.HashStatus.HasOrder)
 	if err != nil {
 		return 0, err
 	}
@@ -171,7 +170,7 @@ func (s *Steps) pending(ctx context.Context, sl redisstore.Slot) (int, error) {
 }
 
 // statuses counts the reservations whose Redis status matches (pipelined).
-func (s *Steps) statuses(ctx context.Context, sl redisstore.Slot, ids []uuid.UUID, match func(string) bool) (int, error) {
+func (s *Steps) statuses(ctx context.Context, sl redisstore.Slot, ids []uuid.UUID, match func(states.HashStatus) bool) (int, error) {
 	n := 0
 	for start := 0; start < len(ids); start += 500 {
 		page := ids[start:min(start+500, len(ids))]
@@ -184,7 +183,7 @@ func (s *Steps) statuses(ctx context.Context, sl redisstore.Slot, ids []uuid.UUI
 			return 0, fmt.Errorf("reading reservation statuses of %s: %w", sl.Tag(), err)
 		}
 		for _, c := range cmds {
-			if match(c.Val()) {
+			if match(states.HashStatus(c.Val())) {
 				n++
 			}
 		}
@@ -204,7 +203,7 @@ func (s *Steps) CloseByRecount(reservationID uuid.UUID) Step {
 		if err != nil {
 			return nil, via, err
 		}
-		if f.TaskID == nil || f.TaskStatus != "MANUAL" || (f.Status != "ORDER_REJECTED" && f.Status != "COMPENSATING") {
+		if f.TaskID == nil || f.TaskStatus != states.TaskManual || (f.Status != states.ReservationOrderRejected && f.Status != states.ReservationCompensating) {
 			return nil, via, fmt.Errorf("%w: reservation %s is %s with compensation task %q", ErrNotApplicable, reservationID, f.Status, f.TaskStatus)
 		}
 		h, err := s.Redis.Reservation(ctx, f.Slot, reservationID)
@@ -212,7 +211,7 @@ func (s *Steps) CloseByRecount(reservationID uuid.UUID) Step {
 			return nil, via, err
 		}
 		if h != nil {
-			return nil, via, fmt.Errorf("%w: Redis still holds reservation %s (%s): compensate it instead", ErrNotApplicable, reservationID, h["status"])
+			return nil, via, fmt.Errorf("%w: Redis still holds reservation %s (%s): compensate it instead", ErrNotApplicable, reservationID, h.Status())
 		}
 		if _, err := s.Redis.Client().ZScore(ctx, f.Slot.Open(), reservationID.String()).Result(); err == nil {
 			return nil, via, fmt.Errorf("%w: reservation %s is still in %s's open set", ErrNotApplicable, reservationID, f.Slot.Tag())
@@ -238,6 +237,6 @@ func (s *Steps) CloseByRecount(reservationID uuid.UUID) Step {
 		if len(got) == 0 {
 			return nil, via, fmt.Errorf("%w: reservation %s changed meanwhile", ErrNotApplicable, reservationID)
 		}
-		return map[string]any{"reservation_status": "COMPENSATED", "compensation_task": "VERIFIED", "last_result": "RECOUNTED"}, via, nil
+		return map[string]any{"reservation_status": states.ReservationCompensated, "compensation_task": states.TaskVerified, "last_result": "RECOUNTED"}, via, nil
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 //go:embed sql/*.sql
@@ -45,10 +46,10 @@ var (
 
 // Task statuses (ck_repair_task_status).
 const (
-	Pending  = "PENDING"
-	Applied  = "APPLIED"
-	Manual   = "MANUAL"
-	Rejected = "REJECTED"
+	Pending  = string(states.RepairPending)
+	Applied  = string(states.RepairApplied)
+	Manual   = string(states.RepairManual)
+	Rejected = string(states.RepairRejected)
 )
 
 // Object types.

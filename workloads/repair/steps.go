@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 var (
@@ -42,15 +43,15 @@ type Steps struct {
 
 // Facts is a reservation as PostgreSQL has it.
 type Facts struct {
-	Status               string
+	Status               states.ReservationStatus
 	Slot                 redisstore.Slot
 	User                 int64
 	Request, Message     uuid.UUID
 	Order                *uuid.UUID
 	ReservedAt, Deadline time.Time
-	OrderStatus          string
+	OrderStatus          states.OrderStatus
 	TaskID               *uuid.UUID
-	TaskStatus           string
+	TaskStatus           states.TaskStatus
 }
 
 // Facts reads a reservation.
@@ -85,7 +86,7 @@ func (s *Steps) RebuildProjection(reservationID uuid.UUID) Step {
 		if err != nil {
 			return nil, "", err
 		}
-		if f.Order == nil || f.Status != "ORDER_CREATED" {
+		if f.Order == nil || f.Status != states.ReservationOrderCreated {
 			return nil, "", fmt.Errorf("%w: reservation %s is %s without an order", ErrNotApplicable, reservationID, f.Status)
 		}
 		h, err := s.Redis.Reservation(ctx, f.Slot, reservationID)
@@ -109,7 +110,7 @@ func (s *Steps) RebuildProjection(reservationID uuid.UUID) Step {
 			return nil, via, fmt.Errorf("%w: %s answered %s", ErrNotApplicable, via, res.Reason)
 		}
 		h, err = s.Redis.Reservation(ctx, f.Slot, reservationID)
-		return map[string]any{"result": res.Reason, "redis_status": h["status"]}, via, err
+		return map[string]any{"result": res.Reason, "redis_status": h.Status()}, via, err
 	}
 }
 
@@ -119,11 +120,11 @@ func (s *Steps) EnsureCompensation(reservationID uuid.UUID) Step {
 	return func(ctx context.Context) (any, string, error) {
 		var created bool
 		err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-			var status string
+			var status states.ReservationStatus
 			if err := tx.QueryRow(ctx, qDecided, reservationID).Scan(&status); err != nil {
 				return fmt.Errorf("locking reservation %s: %w", reservationID, err)
 			}
-			if status != "ORDER_REJECTED" && status != "COMPENSATING" {
+			if !status.Rejected() || status == states.ReservationCompensated {
 				return fmt.Errorf("%w: reservation %s is %s, not rejected", ErrNotApplicable, reservationID, status)
 			}
 			var err error
@@ -160,7 +161,7 @@ func (s *Steps) Compensate(reservationID uuid.UUID, takeManual bool) Step {
 		if outcome != compensation.OutcomeApplied {
 			return nil, via, fmt.Errorf("compensation task %s: %s (%s)", f.TaskID, outcome, reason)
 		}
-		return map[string]any{"compensation": reason, "reservation_status": "COMPENSATED"}, via, nil
+		return map[string]any{"compensation": reason, "reservation_status": states.ReservationCompensated}, via, nil
 	}
 }
 
@@ -172,7 +173,7 @@ func (s *Steps) ReleaseCancelled(reservationID uuid.UUID) Step {
 		if err != nil {
 			return nil, "", err
 		}
-		if f.Order == nil || (f.OrderStatus != "CANCELLED" && f.OrderStatus != "REFUNDING" && f.OrderStatus != "REFUNDED") {
+		if f.Order == nil || !f.OrderStatus.Ended() {
 			return nil, "", fmt.Errorf("%w: the order of %s is not cancelled (%s)", ErrNotApplicable, reservationID, f.OrderStatus)
 		}
 		res, err := s.Redis.ReleaseAfterCancel(ctx, f.Slot, reservationID, *f.Order, time.Now(), s.ttl())
@@ -183,7 +184,7 @@ func (s *Steps) ReleaseCancelled(reservationID uuid.UUID) Step {
 		if !res.OK() {
 			return nil, via, fmt.Errorf("%w: %s answered %s", ErrNotApplicable, via, res.Reason)
 		}
-		return map[string]any{"result": res.Reason, "redis_status": "CANCELLED"}, via, nil
+		return map[string]any{"result": res.Reason, "redis_status": states.HashCancelled}, via, nil
 	}
 }
 
@@ -195,7 +196,7 @@ func (s *Steps) ReclaimOutbox(eventID uuid.UUID, expiredBefore time.Time) Step {
 		if err != nil {
 			return nil, "outbox.Reclaim", err
 		}
-		return map[string]any{"reclaimed": ok, "status": "RETRY"}, "outbox.Reclaim", nil
+		return map[string]any{"reclaimed": ok, "status": states.OutboxRetry}, "outbox.Reclaim", nil
 	}
 }
 
@@ -214,6 +215,6 @@ func (s *Steps) ResendOutbox(eventID uuid.UUID) Step {
 		if len(got) == 0 {
 			return nil, "outbox resend", fmt.Errorf("%w: outbox event %s is not MANUAL", ErrNotApplicable, eventID)
 		}
-		return map[string]any{"status": "RETRY"}, "outbox resend", nil
+		return map[string]any{"status": states.OutboxRetry}, "outbox resend", nil
 	}
 }

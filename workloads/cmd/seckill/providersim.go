@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/provider"
+	"github.com/seckill/seckill-operator/workloads/states"
 )
 
 // runProviderSim serves the simulated payment channel as a process: the
@@ -75,7 +76,7 @@ func postCallback(endpoint string, key []byte) func(context.Context, uuid.UUID, 
 	hc := &http.Client{Timeout: 5 * time.Second}
 	return func(ctx context.Context, order uuid.UUID, p provider.Paid) error {
 		body, err := json.Marshal(payment.CallbackBody{TransactionID: p.TransactionID, OrderID: order.String(),
-			AmountCents: p.AmountCents, Currency: p.Currency, Status: "SUCCESS", PaidAtMs: p.At.UnixMilli()})
+			AmountCents: p.AmountCents, Currency: p.Currency, Status: states.PaymentSuccess, PaidAtMs: p.At.UnixMilli()})
 		if err != nil {
 			return err
 		}

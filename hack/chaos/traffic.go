@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,7 +77,12 @@ func (t *traffic) buy(hc *http.Client, user int64) {
 	body := []byte(`{"request_id":"` + ids.NewRandom().String() + `"}`)
 	token := "Bearer " + gateway.SignToken(user, t.tokenKey, time.Now().Add(time.Hour))
 	deadline := time.Now().Add(60 * time.Second)
+	// A buyer not answered retries as the gateway asks: no sooner than its
+	// Retry-After, backing off from 200 ms doubling to 5 s, each wait
+	// jittered (full jitter) so a crowd does not retry in step.
+	backoff := 200 * time.Millisecond
 	for time.Now().Before(deadline) {
+		wait := backoff
 		req, _ := http.NewRequest(http.MethodPost, t.url, bytes.NewReader(body))
 		req.Header.Set("Authorization", token)
 		req.Header.Set("Content-Type", "application/json")
@@ -93,8 +100,12 @@ func (t *traffic) buy(hc *http.Client, user int64) {
 			if resp.StatusCode >= 500 {
 				t.unavailable.Add(1)
 			}
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && time.Duration(s)*time.Second > wait {
+				wait = time.Duration(s) * time.Second
+			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(wait/2 + rand.N(wait/2+1))
+		backoff = min(2*backoff, 5*time.Second)
 	}
 	t.gaveUp.Add(1)
 }

@@ -369,6 +369,12 @@ var fixedAnswers = func() map[answer][]byte {
 
 var jsonContentType = []string{"application/json"}
 
+// retryAfter is the Retry-After of a 429 or 503 (seconds): the least a
+// client waits before retrying. A crowd retrying faster keeps an outage
+// going (the chaos run's buyers at a fixed 200 ms kept the breaker open and
+// both cores busy answering them, long after the broker was back).
+var retryAfter = []string{"1"}
+
 func encodeAnswer(a answer) []byte {
 	b, err := json.Marshal(a)
 	if err != nil {
@@ -383,7 +389,11 @@ func (s *Server) write(w http.ResponseWriter, a answer) {
 		body = encodeAnswer(a)
 	}
 	w.Header()["Content-Type"] = jsonContentType
-	w.WriteHeader(httpStatus[a.Code])
+	status := httpStatus[a.Code]
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header()["Retry-After"] = retryAfter
+	}
+	w.WriteHeader(status)
 	_, _ = w.Write(body) //nolint:gosec // JSON from json.Marshal (HTML escaped), served as application/json
 }
 

@@ -80,10 +80,11 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*
 }
 
 type reply struct {
-	status int
-	Code   string `json:"code"`
-	RID    string `json:"reservation_id"`
-	Status string `json:"status"`
+	status     int
+	retryAfter string
+	Code       string `json:"code"`
+	RID        string `json:"reservation_id"`
+	Status     string `json:"status"`
 }
 
 func (f *fixture) post(t *testing.T, path, auth, body string) reply {
@@ -97,7 +98,7 @@ func (f *fixture) post(t *testing.T, path, auth, body string) reply {
 	defer resp.Body.Close()
 	var r reply
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-	r.status = resp.StatusCode
+	r.status, r.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
 	return r
 }
 
@@ -209,6 +210,7 @@ func TestBrokerFailuresOpenTheBreaker(t *testing.T) {
 	r := f.post(t, f.path(), bearer(200), body(ids.NewRandom()))
 	require.Equal(t, http.StatusServiceUnavailable, r.status)
 	require.Equal(t, gateway.CodeServiceUnavailable, r.Code)
+	require.Equal(t, "1", r.retryAfter, "a 503 tells the client how long to wait")
 	c, err := f.rs.ReadCounters(context.Background(), f.slot)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), c.OpenReserved, "the refused request wrote nothing")
@@ -407,7 +409,8 @@ func TestUserAndStatusLimits(t *testing.T) {
 	require.Equal(t, gateway.CodeQueued, first.Code)
 	require.Equal(t, gateway.CodeAlreadyPurchased, f.post(t, f.path(), bearer(1), body(ids.NewRandom())).Code)
 	limited := f.post(t, f.path(), bearer(1), body(ids.NewRandom()))
-	require.Equal(t, []any{http.StatusTooManyRequests, gateway.CodeRateLimited}, []any{limited.status, limited.Code})
+	require.Equal(t, []any{http.StatusTooManyRequests, gateway.CodeRateLimited, "1"}, []any{limited.status, limited.Code, limited.retryAfter})
+	require.Empty(t, first.retryAfter, "only 429 and 503 carry Retry-After")
 	require.Equal(t, gateway.CodeQueued, f.post(t, f.path(), bearer(2), body(ids.NewRandom())).Code, "another user is not limited")
 
 	status := func() int {

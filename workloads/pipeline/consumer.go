@@ -1,0 +1,180 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/metrics"
+	"github.com/seckill/seckill-operator/workloads/mq"
+	"github.com/seckill/seckill-operator/workloads/orderstore"
+)
+
+// OrderConsumer feeds order-create messages to the order transaction.
+type OrderConsumer struct {
+	MQ        *mq.Consumer
+	Store     *orderstore.Consumer
+	Invisible time.Duration
+	Log       *slog.Logger
+	// ID names this consumer in its heartbeat rows (empty: no heartbeats).
+	ID         string
+	ActivityID int64
+	// HeartbeatEvery is how often the commit rate and latency are reported.
+	HeartbeatEvery time.Duration
+	// MaxAttempts is the group's delivery limit (retries + 1): a failure at
+	// the last attempt sends the message to the DLQ and is counted.
+	MaxAttempts int
+	Metrics     *metrics.Consumer
+	Health      *metrics.Health
+	meter       orderstore.Meter
+	// acks in flight: an acknowledgement is sent after the commit without
+	// holding up the next message (a round trip of ~1 ms each, a quarter
+	// of a message's time); Run waits for them before it returns.
+	acks   sync.WaitGroup
+	ackSem chan struct{}
+}
+
+// maxAcksInFlight bounds the acknowledgements a consumer has outstanding.
+const maxAcksInFlight = 32
+
+// ackTimeout bounds one acknowledgement, so a broker gone at shutdown
+// cannot hold Run: an ack lost is a redelivery the inbox answers.
+const ackTimeout = 2 * time.Second
+
+// ack acknowledges d in the background, after its effect is committed.
+func (c *OrderConsumer) ack(ctx context.Context, d mq.Delivery, messageID uuid.UUID) {
+	c.ackSem <- struct{}{}
+	c.acks.Add(1)
+	go func() {
+		defer c.acks.Done()
+		defer func() { <-c.ackSem }()
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer cancel()
+		if err := c.MQ.Ack(actx, d); err != nil {
+			c.Log.Warn("ack failed; the redelivery is answered by the inbox", "message_id", messageID, "error", err)
+		}
+	}()
+}
+
+// Run consumes until ctx ends.
+func (c *OrderConsumer) Run(ctx context.Context) error {
+	c.ackSem = make(chan struct{}, maxAcksInFlight)
+	defer c.acks.Wait()
+	if c.ID != "" {
+		every := c.HeartbeatEvery
+		if every <= 0 {
+			every = 5 * time.Second
+		}
+		go c.heartbeats(ctx, every)
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewConsumer(prometheus.NewRegistry(), c.Store.Group)
+	}
+	receiveBatches(ctx, c.MQ, c.Invisible, c.Health, c.Log, c.handleBatch)
+	return nil
+}
+
+// handleBatch turns a received batch into orders in one transaction
+// (orderstore.ConsumeBatch); a malformed message is quarantined first and
+// never joins the batch.
+func (c *OrderConsumer) handleBatch(ctx context.Context, ds []mq.Delivery) {
+	items := make([]orderstore.Item, 0, len(ds))
+	valid := make([]mq.Delivery, 0, len(ds))
+	for _, d := range ds {
+		msg, err := events.ParseOrderCreateRequested(d.Body)
+		if err != nil {
+			var ie *events.InvalidError
+			reason := events.ReasonMalformed
+			if errors.As(err, &ie) {
+				reason = ie.Reason
+			}
+			c.quarantine(ctx, d, nil, reason, err.Error())
+			continue
+		}
+		items = append(items, orderstore.Item{Msg: msg, Raw: d.Body})
+		valid = append(valid, d)
+	}
+	if len(items) == 0 {
+		return
+	}
+	t0 := time.Now()
+	res := c.Store.ConsumeBatch(ctx, items)
+	took := time.Since(t0)
+	for i, r := range res {
+		c.settle(ctx, valid[i], items[i].Msg, r.Outcome, r.Err, took)
+	}
+}
+
+// settle acknowledges, retries or quarantines one delivery by its outcome.
+func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.OrderCreateRequested, out orderstore.Outcome, err error, took time.Duration) {
+	if errors.Is(err, orderstore.ErrCommitUnknown) {
+		c.Metrics.CommitUnknown.Inc()
+	}
+	switch out.Action {
+	case orderstore.Ack:
+		c.meter.Observe(took)
+		c.count(out)
+		c.ack(ctx, d, msg.MessageID)
+	case orderstore.Manual:
+		if errors.Is(err, orderstore.ErrPayloadConflict) {
+			c.Metrics.PayloadConflict.Inc()
+		}
+		c.Metrics.Consumed.WithLabelValues(orderstore.ResultManualReview).Inc()
+		c.quarantine(ctx, d, &msg.MessageID, "CONFLICT", err.Error())
+	default: // Retry: nothing committed or unknown; never compensated here.
+		c.Metrics.Consumed.WithLabelValues("RETRY").Inc()
+		if c.MaxAttempts > 0 && d.Attempt >= c.MaxAttempts {
+			// The broker moves it to %DLQ%<group>; "seckill dlq-replay" brings it back.
+			c.Metrics.DeadLettered.Inc()
+			c.Log.Error("last attempt failed; the message goes to the DLQ", "message_id", msg.MessageID,
+				"reservation_id", msg.ReservationID, "attempt", d.Attempt, "dlq", "%DLQ%"+c.Store.Group, "error", err)
+		} else {
+			c.Log.Warn("order transaction not committed; redelivery", "message_id", msg.MessageID, "attempt", d.Attempt, "error", err)
+		}
+		_ = c.MQ.Retry(d, time.Second)
+	}
+}
+
+// count records an acknowledged outcome in the design.md#metrics metrics.
+func (c *OrderConsumer) count(out orderstore.Outcome) {
+	if out.Redelivered {
+		c.Metrics.Consumed.WithLabelValues(orderstore.ResultDuplicate).Inc()
+		c.Metrics.Duplicates.Inc()
+		return
+	}
+	c.Metrics.Consumed.WithLabelValues(out.Result).Inc()
+	switch {
+	case out.Result == orderstore.ResultDuplicate:
+		c.Metrics.Duplicates.Inc()
+	case out.Result == orderstore.ResultOrderRejected && out.Reason == orderstore.ReasonStockExhausted:
+		c.Metrics.StockReject.Inc()
+	case out.Result == orderstore.ResultOrderRejected && out.Reason == orderstore.ReasonAlreadyPurchased:
+		c.Metrics.UserUnique.Inc()
+	}
+}
+
+// heartbeats reports the measured commit rate and latency (design.md#backlog: the
+// operator sizes the consumers from what PostgreSQL is seen to sustain).
+func (c *OrderConsumer) heartbeats(ctx context.Context, every time.Duration) {
+	c.meter.Take(time.Now())
+	for idle(ctx, every) {
+		h := c.meter.Take(time.Now())
+		if err := orderstore.ReportHeartbeat(ctx, c.Store.Pool, c.ID, "order-consumer", c.ActivityID, h, 0); err != nil {
+			c.Log.Warn("heartbeat not reported", "error", err)
+		}
+	}
+}
+
+// quarantine keeps the message with its evidence, then acknowledges it: it
+// is out of the retry loop, not a success.
+func (c *OrderConsumer) quarantine(ctx context.Context, d mq.Delivery, id *uuid.UUID, reason, detail string) {
+	if quarantine(ctx, c.MQ, c.Store.Pool, orderstore.Quarantined{Group: c.Store.Group, MessageID: id, Reason: reason, Detail: detail}, d, c.Log) {
+		c.Metrics.Quarantined.WithLabelValues(reason).Inc()
+	}
+}

@@ -1,0 +1,98 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/lease"
+	"github.com/seckill/seckill-operator/workloads/metrics"
+	"github.com/seckill/seckill-operator/workloads/mq"
+	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/states"
+)
+
+// SendScanner resends reservations whose order-create message is not known
+// to be sent (design.md#send): leased claims of due send_due entries, the
+// original message id, backoff on failure, the entry removed only after a
+// successful send.
+type SendScanner struct {
+	Redis    *redisstore.Store
+	Producer *mq.Producer
+	Topic    string
+	Slots    []redisstore.Slot
+	Lease    time.Duration
+	Batch    int
+	// ResendAfter: a sent reservation PostgreSQL has not decided after this
+	// long is sent again (gateway.Config.ResendAfter); 0: never.
+	ResendAfter time.Duration
+	Log         *slog.Logger
+	Metrics     *metrics.Scanner
+	Health      *metrics.Health
+}
+
+// Run scans until ctx ends.
+func (s *SendScanner) Run(ctx context.Context) error {
+	if s.Metrics == nil {
+		s.Metrics = metrics.NewScanner(prometheus.NewRegistry())
+	}
+	s.Health.Ready()
+	for ctx.Err() == nil {
+		s.Health.Beat()
+		n := 0
+		for _, sl := range s.Slots {
+			n += s.scan(ctx, sl)
+		}
+		if n == 0 {
+			idle(ctx, 200*time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
+	claims, err := s.Redis.ClaimDue(ctx, sl, time.Now(), s.Lease, s.Batch)
+	if err != nil {
+		s.Log.Warn("claiming send_due failed", "slot", sl.Tag(), "error", err)
+		return 0
+	}
+	for _, c := range claims {
+		h, err := s.Redis.Reservation(ctx, sl, c.ReservationID)
+		if err != nil || h == nil {
+			// Missing: evidence for the reconcile job; the entry stays.
+			s.Log.Warn("send_due entry without reservation", "reservation_id", c.ReservationID, "error", err)
+			continue
+		}
+		if h.Status() != states.HashReserved {
+			_, _ = s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), 0) // nothing left to send
+			continue
+		}
+		msg, err := events.FromReservationHash(h)
+		if err != nil {
+			s.Log.Error("reservation hash unreadable", "reservation_id", c.ReservationID, "error", err)
+			continue
+		}
+		body, _ := msg.Marshal()
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err = s.Producer.Send(sctx, mq.Message{Topic: s.Topic, MessageID: msg.MessageID.String(),
+			Key: msg.ReservationID.String(), Tag: events.TypeOrderCreateRequested, Body: body})
+		cancel()
+		attempts, _ := strconv.Atoi(h["send_attempts"])
+		if err != nil {
+			s.Metrics.Unknown.Inc()
+			next := time.Now().Add(lease.Backoff(attempts + 1))
+			_, _ = s.Redis.RescheduleSend(ctx, sl, c.ReservationID, c.Lease, next, redisstore.MQUnknown, err.Error())
+			continue
+		}
+		s.Metrics.Resent.Inc()
+		s.Metrics.Sends.Observe(float64(attempts + 1))
+		if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), s.ResendAfter); err != nil {
+			s.Log.Warn("sent but not acked; it will be resent with the same id", "reservation_id", c.ReservationID, "error", err)
+		}
+	}
+	return len(claims)
+}

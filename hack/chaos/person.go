@@ -36,7 +36,7 @@ func (s *sale) settleByRunbook(ctx context.Context, within time.Duration) (invar
 		if err != nil {
 			return rep, steps, err
 		}
-		for _, rule := range []struct{ rule, step string }{{repair.RuleRecount, "recount"}, {reconcile.RuleRedisReservationMissing, "close-by-recount"}} {
+		for _, rule := range []struct{ rule, step string }{{repair.RuleRecount, repair.StepRecount}, {reconcile.RuleRedisReservationMissing, repair.StepCloseByRecount}} {
 			for _, t := range tasks {
 				if t.Rule != rule.rule {
 					continue

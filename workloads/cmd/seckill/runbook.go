@@ -9,11 +9,11 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/invariants"
@@ -129,10 +129,10 @@ func runRunbook(ctx context.Context, args []string) error {
 		if _, err := repair.ParseID(*repairID); err != nil {
 			return usageError{err}
 		}
-		if !validStep(*step) {
-			return usageError{fmt.Errorf("-step %q: want one of %s", *step, strings.Join(resolveSteps, ", "))}
+		if !slices.Contains(repair.StandardSteps, *step) {
+			return usageError{fmt.Errorf("-step %q: want one of %s", *step, strings.Join(repair.StandardSteps, ", "))}
 		}
-		if *step == "recount" {
+		if *step == repair.StepRecount {
 			if _, err := c.SKUBuckets(); err != nil {
 				return usageError{fmt.Errorf("-step recount needs the SKU's buckets: %w", err)}
 			}
@@ -234,11 +234,23 @@ func runRunbook(ctx context.Context, args []string) error {
 			return err
 		}
 		idb, _ := repair.ParseID(*repairID)
-		var skus []config.SKUBuckets
-		if *step == "recount" {
+		var skus []config.SKUBuckets // validated above for a recount; no other step reads them
+		if *step == repair.StepRecount {
 			skus, _ = c.SKUBuckets()
 		}
-		t, err := resolve(ctx, pool, store, redisstore.New(rdb), idb, *step, audit, skus)
+		slots := func(activity, sku int64) ([]redisstore.Slot, bool) {
+			for _, s := range skus {
+				if s.ID == sku {
+					return redisstore.Slots(activity, s.ID, s.Buckets), true
+				}
+			}
+			return nil, false
+		}
+		steps := &repair.Steps{Pool: pool, Redis: redisstore.New(rdb), Owner: "runbook:" + audit.Operator}
+		t, err := store.ResolveWith(ctx, steps, idb, *step, audit, slots)
+		if errors.Is(err, repair.ErrStepMisfit) {
+			return usageError{err}
+		}
 		if err != nil {
 			return err
 		}
@@ -270,77 +282,6 @@ func runRunbook(ctx context.Context, args []string) error {
 		return nil
 	}
 	return nil
-}
-
-var resolveSteps = []string{"rebuild-projection", "compensate", "release-cancelled", "resend-outbox", "recount", "close-by-recount", "unfreeze", "none", "reject"}
-
-func validStep(s string) bool {
-	for _, v := range resolveSteps {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
-
-// resolve closes a MANUAL repair task through the named standard step; the
-// step must fit the task's object.
-func resolve(ctx context.Context, pool *pgxpool.Pool, store *repair.Store, rs *redisstore.Store, id []byte, step string, a repair.Audit, skus []config.SKUBuckets) (repair.Task, error) {
-	t, err := store.Get(ctx, id)
-	if err != nil {
-		return t, err
-	}
-	if step == "reject" {
-		return store.Resolve(ctx, id, repair.Rejected, a, nil)
-	}
-	if step == "none" {
-		return store.Resolve(ctx, id, repair.Applied, a, nil)
-	}
-	steps := &repair.Steps{Pool: pool, Redis: rs, Owner: "runbook:" + a.Operator}
-	if step == "recount" {
-		if t.ObjectType != repair.ObjectSKU {
-			return t, usageError{fmt.Errorf("-step recount acts on a %s; repair task %s is about a %s", repair.ObjectSKU, t.IDHex, t.ObjectType)}
-		}
-		for _, s := range skus {
-			if repair.SKUObject(s.ID) == t.ObjectID {
-				return store.Resolve(ctx, id, repair.Applied, a, steps.RecountRedis(redisstore.Slots(t.Activity, s.ID, s.Buckets)))
-			}
-		}
-		return t, usageError{fmt.Errorf("-skus does not name SKU %s of repair task %s", t.ObjectID, t.IDHex)}
-	}
-	object, err := uuid.Parse(t.ObjectID)
-	if err != nil {
-		return t, fmt.Errorf("repair task %s names object %q: %w", t.IDHex, t.ObjectID, err)
-	}
-	want := repair.ObjectReservation
-	if step == "resend-outbox" {
-		want = repair.ObjectOutbox
-	}
-	if t.ObjectType != want {
-		return t, usageError{fmt.Errorf("-step %s acts on a %s; repair task %s is about a %s", step, want, t.IDHex, t.ObjectType)}
-	}
-	var fn repair.Step
-	switch step {
-	case "rebuild-projection":
-		fn = steps.RebuildProjection(object)
-	case "compensate":
-		fn = steps.Compensate(object, true)
-	case "release-cancelled":
-		fn = steps.ReleaseCancelled(object)
-	case "close-by-recount":
-		fn = steps.CloseByRecount(object)
-	case "resend-outbox":
-		fn = steps.ResendOutbox(object)
-	case "unfreeze":
-		fn = func(ctx context.Context) (any, string, error) {
-			u, err := store.Unfreeze(ctx, object, a)
-			if err != nil {
-				return nil, "repair.Unfreeze", err
-			}
-			return u.After, "repair.Unfreeze " + u.IDHex, nil
-		}
-	}
-	return store.Resolve(ctx, id, repair.Applied, a, fn)
 }
 
 func printJSON(w io.Writer, v any) error {

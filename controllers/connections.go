@@ -105,17 +105,22 @@ func (e *connError) Unwrap() error { return e.err }
 // workloads those the workloads read too, checked as they will read them.
 func readEndpoints(ctx context.Context, r client.Reader, act *seckillv1alpha1.SeckillActivity, workloads bool) (Endpoints, error) {
 	digest := sha256.New()
-	read := map[string]string{} // name/key → value: each read (and digested) once
+	read := map[string]string{}            // name/key → value: each read (and digested) once
+	secrets := map[string]*corev1.Secret{} // name → Secret: each fetched once a pass, whatever its keys
 	get := func(sel corev1.SecretKeySelector) (string, error) {
 		if v, ok := read[sel.Name+"/"+sel.Key]; ok {
 			return v, nil
 		}
-		var s corev1.Secret
-		if err := r.Get(ctx, types.NamespacedName{Namespace: act.Namespace, Name: sel.Name}, &s); err != nil {
-			if apierrors.IsNotFound(err) {
-				return "", &connError{ReasonSecretMissing, fmt.Errorf("secret %s/%s not found", act.Namespace, sel.Name)}
+		s, ok := secrets[sel.Name]
+		if !ok {
+			s = &corev1.Secret{}
+			if err := r.Get(ctx, types.NamespacedName{Namespace: act.Namespace, Name: sel.Name}, s); err != nil {
+				if apierrors.IsNotFound(err) {
+					return "", &connError{ReasonSecretMissing, fmt.Errorf("secret %s/%s not found", act.Namespace, sel.Name)}
+				}
+				return "", &connError{ReasonSecretMissing, fmt.Errorf("reading secret %s/%s: %w", act.Namespace, sel.Name, err)}
 			}
-			return "", &connError{ReasonSecretMissing, fmt.Errorf("reading secret %s/%s: %w", act.Namespace, sel.Name, err)}
+			secrets[sel.Name] = s
 		}
 		v, ok := s.Data[sel.Key]
 		if !ok || len(v) == 0 {
@@ -419,30 +424,31 @@ func postgresError(err error) error {
 // the proxy, verifying its certificate against the activity's CA: a pod
 // that cannot verify would only crash-loop. An unreachable proxy is not
 // judged here (the workloads wait for it); a certificate that does not
-// verify is.
-func checkRocketMQTLS(ctx context.Context, e Endpoints) error {
+// verify is. verified: the handshake was made and the certificate verified
+// (false with no error: no CA to verify against, or the proxy unreachable).
+func checkRocketMQTLS(ctx context.Context, e Endpoints) (verified bool, err error) {
 	if len(e.RocketMQCA) == 0 {
-		return nil
+		return false, nil
 	}
 	tc, err := mq.TLSConfig(e.RocketMQCA)
 	if err != nil {
-		return &connError{ReasonSecretInvalid, err}
+		return false, &connError{ReasonSecretInvalid, err}
 	}
 	host, _, err := net.SplitHostPort(e.RocketMQEndpoint)
 	if err != nil {
-		return &connError{ReasonSecretInvalid, err}
+		return false, &connError{ReasonSecretInvalid, err}
 	}
 	tc.ServerName, tc.NextProtos = host, []string{"h2"}
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	conn, err := (&tls.Dialer{Config: tc}).DialContext(dctx, "tcp", e.RocketMQEndpoint)
 	if err == nil {
-		return conn.Close()
+		return true, conn.Close()
 	}
 	if tlsRefused(err) {
-		return &connError{ReasonRocketMQTLS, fmt.Errorf("the RocketMQ proxy's certificate does not verify: %w", err)}
+		return false, &connError{ReasonRocketMQTLS, fmt.Errorf("the RocketMQ proxy's certificate does not verify: %w", err)}
 	}
-	return nil
+	return false, nil
 }
 
 // proxyLogin asks the proxy for topic's route as e's ACL user, as every

@@ -2,14 +2,12 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/workloads/names"
@@ -40,23 +38,19 @@ func isolation(ws []worker) []isolated {
 func (r *SeckillActivityReconciler) applyIsolation(ctx context.Context, act *seckillv1alpha1.SeckillActivity, comps []isolated) error {
 	for _, c := range comps {
 		name := ObjectName(act, c.component)
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: act.Namespace}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, sa, func() error {
-			sa.Labels = labels(act, c.component)
-			sa.AutomountServiceAccountToken = ptr.To(false)
-			return controllerutil.SetControllerReference(act, sa, r.Scheme)
-		}); err != nil {
-			return fmt.Errorf("applying service account %s: %w", name, err)
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: act.Namespace, Labels: labels(act, c.component)},
+			AutomountServiceAccountToken: ptr.To(false)}
+		if err := r.apply(ctx, act, sa); err != nil {
+			return err
 		}
-		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: act.Namespace}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, np, func() error {
-			np.Labels = labels(act, c.component)
-			np.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": act.Name, names.LabelComponent: c.component}}
-			np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
-			np.Spec.Ingress = ingressRules(c)
-			return controllerutil.SetControllerReference(act, np, r.Scheme)
-		}); err != nil {
-			return fmt.Errorf("applying network policy %s: %w", name, err)
+		np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: act.Namespace, Labels: labels(act, c.component)},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": act.Name, names.LabelComponent: c.component}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress:     ingressRules(c),
+			}}
+		if err := r.apply(ctx, act, np); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -29,7 +29,23 @@ const messagingRecheck = 10 * time.Minute
 const (
 	stepMessaging = "messaging"
 	stepLogin     = "rocketmq-login"
+	stepTLS       = "rocketmq-tls"
 )
+
+// checkRocketMQTLSOnce is checkRocketMQTLS, again only when the endpoint or
+// the CA change, or messagingRecheck after it last verified.
+func (r *SeckillActivityReconciler) checkRocketMQTLSOnce(ctx context.Context, act *seckillv1alpha1.SeckillActivity, e Endpoints) error {
+	sum := sha256.Sum256([]byte(e.RocketMQEndpoint + "\x00" + string(e.RocketMQCA)))
+	inputs := hex.EncodeToString(sum[:])
+	if r.done.fresh(act.UID, stepTLS, inputs, r.now(), messagingRecheck) {
+		return nil
+	}
+	verified, err := checkRocketMQTLS(ctx, e)
+	if verified {
+		r.done.done(act.UID, stepTLS, inputs, r.now())
+	}
+	return err
+}
 
 // messagingID names an activity's topics and groups: a digest of the
 // activity object's UID (a re-created activity gets new ones).

@@ -135,7 +135,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
-	if err := checkRocketMQTLS(ctx, e); err != nil {
+	if err := r.checkRocketMQTLSOnce(ctx, &act, e); err != nil {
 		return r.degraded(ctx, before, &act, err)
 	}
 	if err := r.checkRocketMQLogin(ctx, &act, e); err != nil {

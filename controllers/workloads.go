@@ -338,18 +338,16 @@ func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *sec
 		return 0, false, err
 	}
 	for _, w := range workers(act, consumers) {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
-			d.Labels = labels(act, w.component)
-			d.Spec.Replicas = ptr.To(w.replicas)
-			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{
-				"app.kubernetes.io/instance": act.Name, names.LabelComponent: w.component}}
-			d.Spec.Template = podSpec(act, w.component, w.args, w.port, corev1.RestartPolicyAlways)
-			// Env from Secrets is read at pod start: a rotated value needs new pods.
-			d.Spec.Template.Annotations[AnnotationSecretsHash] = secretsHash
-			return controllerutil.SetControllerReference(act, d, r.Scheme)
-		}); err != nil {
-			return 0, false, fmt.Errorf("applying deployment %s: %w", d.Name, err)
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace, Labels: labels(act, w.component)},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To(w.replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": act.Name, names.LabelComponent: w.component}},
+				Template: podSpec(act, w.component, w.args, w.port, corev1.RestartPolicyAlways),
+			}}
+		// Env from Secrets is read at pod start: a rotated value needs new pods.
+		d.Spec.Template.Annotations[AnnotationSecretsHash] = secretsHash
+		if err := r.apply(ctx, act, d); err != nil {
+			return 0, false, err
 		}
 		if w.component == ComponentConsumer {
 			ready = d.Status.ReadyReplicas
@@ -358,14 +356,10 @@ func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *sec
 			allReady = false
 		}
 		if w.pdb > 0 {
-			pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace}}
-			if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
-				pdb.Labels = labels(act, w.component)
-				pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(w.pdb))
-				pdb.Spec.Selector = d.Spec.Selector.DeepCopy()
-				return controllerutil.SetControllerReference(act, pdb, r.Scheme)
-			}); err != nil {
-				return 0, false, fmt.Errorf("applying pod disruption budget %s: %w", pdb.Name, err)
+			pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace, Labels: labels(act, w.component)},
+				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(w.pdb)), Selector: d.Spec.Selector.DeepCopy()}}
+			if err := r.apply(ctx, act, pdb); err != nil {
+				return 0, false, err
 			}
 		}
 	}
@@ -373,14 +367,13 @@ func (r *SeckillActivityReconciler) applyWorkloads(ctx context.Context, act *sec
 		if !slices.Contains(served, w.component) {
 			continue
 		}
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
-			svc.Labels = labels(act, w.component)
-			svc.Spec.Selector = map[string]string{"app.kubernetes.io/instance": act.Name, names.LabelComponent: w.component}
-			svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}
-			return controllerutil.SetControllerReference(act, svc, r.Scheme)
-		}); err != nil {
-			return 0, false, fmt.Errorf("applying service %s: %w", svc.Name, err)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, w.component), Namespace: act.Namespace, Labels: labels(act, w.component)},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app.kubernetes.io/instance": act.Name, names.LabelComponent: w.component},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
+			}}
+		if err := r.apply(ctx, act, svc); err != nil {
+			return 0, false, err
 		}
 	}
 	if err := r.pruneRemoved(ctx, act, workers(act, consumers)); err != nil {
@@ -436,19 +429,16 @@ func (r *SeckillActivityReconciler) applyCronJob(ctx context.Context, act *secki
 	if schedule == "" {
 		schedule = "*/10 * * * *"
 	}
-	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, component), Namespace: act.Namespace}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, cj, func() error {
-		cj.Labels = labels(act, component)
-		cj.Spec.Schedule = schedule
-		cj.Spec.ConcurrencyPolicy = batchv1.ForbidConcurrent
-		cj.Spec.Suspend = ptr.To(stopped(act))
-		cj.Spec.SuccessfulJobsHistoryLimit, cj.Spec.FailedJobsHistoryLimit = ptr.To(int32(3)), ptr.To(int32(3))
-		cj.Spec.JobTemplate.Spec = jobSpec(act, component, args)
-		return controllerutil.SetControllerReference(act, cj, r.Scheme)
-	}); err != nil {
-		return fmt.Errorf("applying cronjob %s: %w", cj.Name, err)
-	}
-	return nil
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, component), Namespace: act.Namespace, Labels: labels(act, component)},
+		Spec: batchv1.CronJobSpec{
+			Schedule:                   schedule,
+			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
+			Suspend:                    ptr.To(stopped(act)),
+			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
+			FailedJobsHistoryLimit:     ptr.To(int32(3)),
+			JobTemplate:                batchv1.JobTemplateSpec{Spec: jobSpec(act, component, args)},
+		}}
+	return r.apply(ctx, act, cj)
 }
 
 func jobSpec(act *seckillv1alpha1.SeckillActivity, component string, args []string) batchv1.JobSpec {

@@ -50,7 +50,7 @@ func (r resRow) observed() observed {
 
 func (r resRow) evidence() map[string]any {
 	ev := map[string]any{
-		"postgres": map[string]any{"reservation_status": r.Status, "version": r.Version, "order_id": r.Order,
+		"postgres": map[string]any{"reservation_status": string(r.Status), "version": r.Version, "order_id": r.Order,
 			"order_status": r.OrderStatus, "request_id": r.Request, "message_id": r.Message, "user_id": r.User,
 			"bucket": r.Bucket, "compensation_task": r.TaskID, "compensation_task_status": r.TaskStatus,
 			"compensation_last_result": r.TaskResult},

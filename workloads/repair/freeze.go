@@ -54,7 +54,7 @@ func (s *Store) Freeze(ctx context.Context, reservationID uuid.UUID, a Audit, ev
 		if evidence != nil {
 			t.Evidence = evidence
 		}
-		t.Before = map[string]any{"reservation_status": status, "version": version, "order_id": order}
+		t.Before = map[string]any{"reservation_status": string(status), "version": version, "order_id": order}
 		ok, err := s.claim(ctx, tx, &t)
 		if err != nil {
 			return err
@@ -74,7 +74,7 @@ func (s *Store) Freeze(ctx context.Context, reservationID uuid.UUID, a Audit, ev
 		if err != nil {
 			return fmt.Errorf("stopping the compensation tasks of %s: %w", reservationID, err)
 		}
-		t.After = map[string]any{"reservation_status": StatusFrozen, "version": newVersion, "compensation_tasks_stopped": tasks}
+		t.After = map[string]any{"reservation_status": string(StatusFrozen), "version": newVersion, "compensation_tasks_stopped": tasks}
 		t.Via = "repair.Freeze"
 		if _, err := tx.Exec(ctx, qTaskDone, t.ID, jsonOf(t.After), t.Via); err != nil {
 			return fmt.Errorf("recording the freeze of %s: %w", reservationID, err)
@@ -113,7 +113,7 @@ func (s *Store) Unfreeze(ctx context.Context, reservationID uuid.UUID, a Audit) 
 		}
 		t = New(activity, ObjectReservation, reservationID.String(), RuleUnfreeze, version, restored)
 		t.Operator, t.Approver, t.Reason, t.Incident = a.Operator, a.Approver, a.Reason, a.Incident
-		t.Before = map[string]any{"reservation_status": status, "version": version}
+		t.Before = map[string]any{"reservation_status": string(status), "version": version}
 		ok, err := s.claim(ctx, tx, &t)
 		if err != nil {
 			return err

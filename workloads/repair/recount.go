@@ -237,6 +237,6 @@ func (s *Steps) CloseByRecount(reservationID uuid.UUID) Step {
 		if len(got) == 0 {
 			return nil, via, fmt.Errorf("%w: reservation %s changed meanwhile", ErrNotApplicable, reservationID)
 		}
-		return map[string]any{"reservation_status": states.ReservationCompensated, "compensation_task": states.TaskVerified, "last_result": "RECOUNTED"}, via, nil
+		return map[string]any{"reservation_status": string(states.ReservationCompensated), "compensation_task": string(states.TaskVerified), "last_result": "RECOUNTED"}, via, nil
 	}
 }

@@ -110,7 +110,7 @@ func (s *Steps) RebuildProjection(reservationID uuid.UUID) Step {
 			return nil, via, fmt.Errorf("%w: %s answered %s", ErrNotApplicable, via, res.Reason)
 		}
 		h, err = s.Redis.Reservation(ctx, f.Slot, reservationID)
-		return map[string]any{"result": res.Reason, "redis_status": h.Status()}, via, err
+		return map[string]any{"result": res.Reason, "redis_status": string(h.Status())}, via, err
 	}
 }
 
@@ -161,7 +161,7 @@ func (s *Steps) Compensate(reservationID uuid.UUID, takeManual bool) Step {
 		if outcome != compensation.OutcomeApplied {
 			return nil, via, fmt.Errorf("compensation task %s: %s (%s)", f.TaskID, outcome, reason)
 		}
-		return map[string]any{"compensation": reason, "reservation_status": states.ReservationCompensated}, via, nil
+		return map[string]any{"compensation": reason, "reservation_status": string(states.ReservationCompensated)}, via, nil
 	}
 }
 
@@ -184,7 +184,7 @@ func (s *Steps) ReleaseCancelled(reservationID uuid.UUID) Step {
 		if !res.OK() {
 			return nil, via, fmt.Errorf("%w: %s answered %s", ErrNotApplicable, via, res.Reason)
 		}
-		return map[string]any{"result": res.Reason, "redis_status": states.HashCancelled}, via, nil
+		return map[string]any{"result": res.Reason, "redis_status": string(states.HashCancelled)}, via, nil
 	}
 }
 
@@ -196,7 +196,7 @@ func (s *Steps) ReclaimOutbox(eventID uuid.UUID, expiredBefore time.Time) Step {
 		if err != nil {
 			return nil, "outbox.Reclaim", err
 		}
-		return map[string]any{"reclaimed": ok, "status": states.OutboxRetry}, "outbox.Reclaim", nil
+		return map[string]any{"reclaimed": ok, "status": string(states.OutboxRetry)}, "outbox.Reclaim", nil
 	}
 }
 
@@ -215,6 +215,6 @@ func (s *Steps) ResendOutbox(eventID uuid.UUID) Step {
 		if len(got) == 0 {
 			return nil, "outbox resend", fmt.Errorf("%w: outbox event %s is not MANUAL", ErrNotApplicable, eventID)
 		}
-		return map[string]any{"status": states.OutboxRetry}, "outbox resend", nil
+		return map[string]any{"status": string(states.OutboxRetry)}, "outbox resend", nil
 	}
 }

@@ -666,7 +666,10 @@ func (s *Server) send(ctx context.Context, o outgoing) {
 	}
 	s.m.sendUnknown.Inc()
 	s.log.Warn("send outcome unknown; left to the scanner", "reservation_id", rr.ReservationID, "error", err)
-	_, _ = s.redis.RescheduleSend(bg, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), rr.SendDue, redisstore.MQUnknown, err.Error())
+	if _, rerr := s.redis.RescheduleSend(bg, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), rr.SendDue, redisstore.MQUnknown, err.Error()); rerr != nil {
+		// The entry stays due as reserved: the scanner sends it all the same.
+		s.log.Warn("send state not recorded", "reservation_id", rr.ReservationID, "error", rerr)
+	}
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {

@@ -68,7 +68,10 @@ func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 			continue
 		}
 		if h.Status() != states.HashReserved {
-			_, _ = s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), 0) // nothing left to send
+			// Nothing left to send; an entry not removed comes back and is looked at again.
+			if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), 0); err != nil {
+				s.Log.Warn("send_due entry not removed", "reservation_id", c.ReservationID, "error", err)
+			}
 			continue
 		}
 		msg, err := events.FromReservationHash(h)
@@ -85,7 +88,10 @@ func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 		if err != nil {
 			s.Metrics.Unknown.Inc()
 			next := time.Now().Add(lease.Backoff(attempts + 1))
-			_, _ = s.Redis.RescheduleSend(ctx, sl, c.ReservationID, c.Lease, next, redisstore.MQUnknown, err.Error())
+			if _, rerr := s.Redis.RescheduleSend(ctx, sl, c.ReservationID, c.Lease, next, redisstore.MQUnknown, err.Error()); rerr != nil {
+				// The lease runs out and the entry is claimed again.
+				s.Log.Warn("resend not rescheduled", "reservation_id", c.ReservationID, "error", rerr)
+			}
 			continue
 		}
 		s.Metrics.Resent.Inc()

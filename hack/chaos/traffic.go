@@ -104,7 +104,7 @@ func (t *traffic) buy(hc *http.Client, user int64) {
 				wait = time.Duration(s) * time.Second
 			}
 		}
-		time.Sleep(wait/2 + rand.N(wait/2+1))
+		time.Sleep(wait/2 + rand.N(wait/2+1)) //nolint:gosec // jitter, not a secret
 		backoff = min(2*backoff, 5*time.Second)
 	}
 	t.gaveUp.Add(1)

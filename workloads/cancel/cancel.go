@@ -21,7 +21,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/names"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/payment"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
@@ -193,7 +193,7 @@ func (c *Canceller) Handle(ctx context.Context, order uuid.UUID) (Outcome, error
 		if topic == "" {
 			topic = names.TopicOrderEvents
 		}
-		if err := orderstore.InsertOutboxEvent(ctx, tx, "ORDER", order, topic,
+		if err := outbox.Insert(ctx, tx, "ORDER", order, topic,
 			events.NewOrderCancelled(order, reservation, activity, sku, bucket)); err != nil {
 			return err
 		}

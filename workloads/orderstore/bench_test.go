@@ -19,9 +19,11 @@ import (
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 )
 
-// createdPath is the consumer's created-order transaction, in order (design.md#order-transaction).
-var createdPath = []string{"inbox_insert", "reservation_upsert", "reservation_lock", "stock_occupy", "order_insert",
-	"reservation_created", "ledger_occupy", "outbox_insert", "timer_insert", "inbox_finish"}
+// createdPath is the consumer's created-order transaction, in order
+// (design.md#order-transaction): its SQL files, under workloads/.
+var createdPath = []string{"orderstore/sql/inbox_insert", "orderstore/sql/reservation_upsert", "orderstore/sql/reservation_lock",
+	"orderstore/sql/stock_occupy", "orderstore/sql/order_insert", "orderstore/sql/reservation_created", "orderstore/sql/ledger_occupy",
+	"outbox/sql/insert", "outbox/sql/timer_insert", "orderstore/sql/inbox_finish"}
 
 var (
 	sqlComment = regexp.MustCompile(`(?m)--.*$`)
@@ -50,7 +52,7 @@ func TestPgbenchScriptIsTheConsumersTransaction(t *testing.T) {
 	script := normalize(string(raw))
 	at := 0
 	for _, name := range createdPath {
-		q, err := os.ReadFile("sql/" + name + ".sql")
+		q, err := os.ReadFile("../" + name + ".sql")
 		require.NoError(t, err)
 		stmt := normalize(string(q))
 		i := strings.Index(script[at:], stmt)

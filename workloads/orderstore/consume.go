@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/names"
+	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/states"
 )
 
@@ -295,19 +296,18 @@ func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.Ord
 // created queues the writes that follow a new order: the reservation CAS,
 // the ledger, the ORDER_CREATED event and the timeout-cancel timer.
 func (c *Consumer) created(msg events.OrderCreateRequested, orderID uuid.UUID, tail *writes) (Outcome, error) {
-	payload, err := events.NewOrderCreated(msg, orderID).Marshal()
+	event, err := outbox.InsertArgs("ORDER", msg.ReservationID, c.eventsTopic(), events.NewOrderCreated(msg, orderID))
 	if err != nil {
 		return Outcome{Action: Retry}, err
 	}
-	timer, err := events.NewCancelTimer(orderID, msg.ActivityID).Marshal()
+	timer, err := outbox.TimerArgs(c.cancelTopic(), orderID, events.NewCancelTimer(orderID, msg.ActivityID))
 	if err != nil {
 		return Outcome{Action: Retry}, err
 	}
 	tail.add("marking reservation created", onlyOne(msg), qReservationCreated, msg.ReservationID, orderID)
 	tail.add("writing ledger", nil, qLedgerOccupy, msg.ActivityID, msg.SKUID, msg.ReservationID, orderID)
-	tail.add("writing ORDER_CREATED outbox event", nil, qOutboxInsert, ids.NewRandom(), "ORDER", msg.ReservationID,
-		events.TypeOrderCreated, c.eventsTopic(), payload)
-	tail.add("writing the cancel timer", nil, qTimerInsert, ids.NewRandom(), c.cancelTopic(), orderID, timer)
+	tail.add("writing ORDER_CREATED outbox event", nil, outbox.InsertSQL, event...)
+	tail.add("writing the cancel timer", nil, outbox.TimerSQL, timer...)
 	return Outcome{Action: Ack, Result: ResultOrderCreated, OrderID: orderID}, nil
 }
 
@@ -329,14 +329,13 @@ func (c *Consumer) lateAndEnforced(ctx context.Context, tx pgx.Tx, msg events.Or
 
 // reject queues the rejection, its compensation task and the outbox event.
 func (c *Consumer) reject(msg events.OrderCreateRequested, tail *writes, reason string) (Outcome, error) {
-	payload, err := events.NewCompensateRequired(msg, reason).Marshal()
+	event, err := outbox.InsertArgs("RESERVATION", msg.ReservationID, c.eventsTopic(), events.NewCompensateRequired(msg, reason))
 	if err != nil {
 		return Outcome{Action: Retry}, err
 	}
 	tail.add("marking reservation rejected", onlyOne(msg), qReservationRejected, msg.ReservationID, reason)
 	tail.add("writing compensation task", nil, qCompensationInsert, ids.NewRandom(), msg.ReservationID)
-	tail.add("writing rejection outbox event", nil, qOutboxInsert, ids.NewRandom(), "RESERVATION", msg.ReservationID,
-		events.TypeCompensateRequired, c.eventsTopic(), payload)
+	tail.add("writing rejection outbox event", nil, outbox.InsertSQL, event...)
 	return Outcome{Action: Ack, Result: ResultOrderRejected, Reason: reason}, nil
 }
 

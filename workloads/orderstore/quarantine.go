@@ -6,10 +6,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
@@ -43,19 +41,6 @@ func RecordProjection(ctx context.Context, pool *pgxpool.Pool, group, topic, eve
 	h := sha256.Sum256(payload)
 	if _, err := pool.Exec(ctx, qProjectionInbox, group, eventID, topic, eventType, reservationID, h[:], result); err != nil {
 		return fmt.Errorf("recording projection of %s: %w", eventID, err)
-	}
-	return nil
-}
-
-// InsertOutboxEvent writes an outbox event inside the caller's business
-// transaction (design.md#outbox); the relay sends it.
-func InsertOutboxEvent(ctx context.Context, tx pgx.Tx, aggregateType string, aggregateID uuid.UUID, topic string, ev events.Event) error {
-	payload, err := ev.Marshal()
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, qOutboxInsert, ids.NewRandom(), aggregateType, aggregateID, ev.Type(), topic, payload); err != nil {
-		return fmt.Errorf("writing %s outbox event: %w", ev.Type(), err)
 	}
 	return nil
 }

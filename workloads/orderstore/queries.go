@@ -24,8 +24,6 @@ var (
 	qStockOccupy         = sqlfile.Must(sqlFiles, "stock_occupy")
 	qOrderInsert         = sqlfile.Must(sqlFiles, "order_insert")
 	qLedgerOccupy        = sqlfile.Must(sqlFiles, "ledger_occupy")
-	qOutboxInsert        = sqlfile.Must(sqlFiles, "outbox_insert")
-	qTimerInsert         = sqlfile.Must(sqlFiles, "timer_insert")
 	qCompensationInsert  = sqlfile.Must(sqlFiles, "compensation_insert")
 	qControlGet          = sqlfile.Must(sqlFiles, "control_get")
 	qStockLock           = sqlfile.Must(sqlFiles, "stock_lock")

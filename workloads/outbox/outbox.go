@@ -1,6 +1,9 @@
-// Package outbox is the transactional outbox's relay side (design.md#outbox):
-// leased claims with SKIP LOCKED, sends outside any transaction, SENT or
-// RETRY with exponential backoff, reclaim of expired leases, MANUAL after a cap.
+// Package outbox is the transactional outbox (design.md#outbox), both sides:
+// the writer (write.go: an event, or an order's cancel timer, inserted in the
+// business transaction that decides it — the order consumer's, payment's,
+// the canceller's) and the relay (leased claims with SKIP LOCKED, sends
+// outside any transaction, SENT or RETRY with exponential backoff, reclaim of
+// expired leases, MANUAL after a cap).
 package outbox
 
 import (

@@ -20,7 +20,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/names"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
 	"github.com/seckill/seckill-operator/workloads/states"
 )
@@ -196,7 +196,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, erro
 }
 
 func (s *Store) event(ctx context.Context, tx pgx.Tx, typ string, cb Callback, activity, sku int64, reservationID uuid.UUID) error {
-	return orderstore.InsertOutboxEvent(ctx, tx, "ORDER", cb.OrderID, s.topic(), events.Payment{SchemaVersion: 1, EventType: typ,
+	return outbox.Insert(ctx, tx, "ORDER", cb.OrderID, s.topic(), events.Payment{SchemaVersion: 1, EventType: typ,
 		OrderID: cb.OrderID, ReservationID: reservationID, ActivityID: activity, SKUID: sku, PaymentID: cb.PaymentID(),
 		Provider: cb.Provider, ProviderTransactionID: cb.TransactionID, AmountCents: cb.AmountCents, Currency: cb.Currency,
 		PaidAtMs: cb.PaidAt.UnixMilli()})

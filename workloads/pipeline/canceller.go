@@ -76,7 +76,7 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 	}
 	if err != nil {
 		c.Log.Warn("cancel timer failed; redelivery", "order_id", tm.OrderID, "error", err)
-		_ = c.MQ.Retry(d, 5*time.Second)
+		retryLater(c.MQ, d, 5*time.Second, c.Log)
 		return
 	}
 	switch out.Result {
@@ -92,16 +92,16 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 			}
 			if _, err := c.Cancel.Rearm(ctx, id, d.Topic, tm.OrderID, out.RetryAt); err != nil {
 				c.Log.Warn("cancel timer not re-armed; redelivery", "order_id", tm.OrderID, "error", err)
-				_ = c.MQ.Retry(d, 5*time.Second)
+				retryLater(c.MQ, d, 5*time.Second, c.Log)
 				return
 			}
-			_ = c.MQ.Ack(ctx, d)
+			ackDone(ctx, c.MQ, d, c.Log)
 			return
 		}
 		// Not now: the same timer comes back later (bounded wait).
-		_ = c.MQ.Retry(d, min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute))
+		retryLater(c.MQ, d, min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute), c.Log)
 	default:
 		c.Log.Info("cancel timer", "order_id", tm.OrderID, "result", out.Result)
-		_ = c.MQ.Ack(ctx, d)
+		ackDone(ctx, c.MQ, d, c.Log)
 	}
 }

@@ -137,7 +137,7 @@ func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.Or
 		} else {
 			c.Log.Warn("order transaction not committed; redelivery", "message_id", msg.MessageID, "attempt", d.Attempt, "error", err)
 		}
-		_ = c.MQ.Retry(d, time.Second)
+		retryLater(c.MQ, d, time.Second, c.Log)
 	}
 }
 

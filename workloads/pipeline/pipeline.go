@@ -29,16 +29,30 @@ func quarantine(ctx context.Context, c *mq.Consumer, pool *pgxpool.Pool, q order
 	q.Topic, q.BrokerMessageID, q.Payload = d.Topic, d.BrokerID, d.Body
 	if err := orderstore.Quarantine(ctx, pool, q); err != nil {
 		log.Error("quarantine failed; message left for redelivery", "broker_message_id", d.BrokerID, "error", err)
-		if rerr := c.Retry(d, 5*time.Second); rerr != nil {
-			log.Warn("retry not scheduled; the message comes back after its invisibility", "broker_message_id", d.BrokerID, "error", rerr)
-		}
+		retryLater(c, d, 5*time.Second, log)
 		return false
 	}
 	log.Warn("message quarantined", "broker_message_id", d.BrokerID, "reason", q.Reason, "detail", q.Detail)
-	if err := c.Ack(ctx, d); err != nil {
-		log.Warn("ack of a quarantined message failed; the redelivery is quarantined again (kept once)", "broker_message_id", d.BrokerID, "error", err)
-	}
+	ackDone(ctx, c, d, log) // a redelivery is quarantined again, kept once
 	return true
+}
+
+// retryLater makes d visible again after delay. A retry the broker did not
+// take only leaves d to come back when its invisibility ends: logged, not
+// returned.
+func retryLater(c *mq.Consumer, d mq.Delivery, delay time.Duration, log *slog.Logger) {
+	if err := c.Retry(d, delay); err != nil {
+		log.Warn("retry not scheduled; the message comes back after its invisibility", "broker_message_id", d.BrokerID, "error", err)
+	}
+}
+
+// ackDone acknowledges d once its effect is committed. A lost ack is a
+// redelivery the worker's inbox (or its idempotent step) answers: logged,
+// not returned.
+func ackDone(ctx context.Context, c *mq.Consumer, d mq.Delivery, log *slog.Logger) {
+	if err := c.Ack(ctx, d); err != nil {
+		log.Warn("ack failed; the redelivery is answered again", "broker_message_id", d.BrokerID, "error", err)
+	}
 }
 
 // idle waits between empty polls, returning false when ctx is done.

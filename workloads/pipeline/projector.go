@@ -64,7 +64,7 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		slot := redisstore.Slot{ActivityID: e.ActivityID, SKUID: e.SKUID, Bucket: e.Bucket}
 		res, err := p.Redis.ProjectOrderCreated(ctx, slot, e.ReservationID, e.OrderID, time.Now())
 		if err != nil {
-			_ = p.MQ.Retry(d, time.Second)
+			retryLater(p.MQ, d, time.Second, p.Log)
 			return
 		}
 		result = res.Reason
@@ -79,7 +79,7 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		slot := redisstore.Slot{ActivityID: e.ActivityID, SKUID: e.SKUID, Bucket: e.Bucket}
 		res, err := p.Redis.ProjectOrderRejected(ctx, slot, e.ReservationID, e.Reason, time.Now())
 		if err != nil {
-			_ = p.MQ.Retry(d, time.Second)
+			retryLater(p.MQ, d, time.Second, p.Log)
 			return
 		}
 		result = res.Reason
@@ -92,7 +92,7 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		slot := redisstore.Slot{ActivityID: e.ActivityID, SKUID: e.SKUID, Bucket: e.Bucket}
 		res, err := p.Redis.ReleaseAfterCancel(ctx, slot, e.ReservationID, e.OrderID, time.Now(), p.terminalTTL())
 		if err != nil {
-			_ = p.MQ.Retry(d, time.Second)
+			retryLater(p.MQ, d, time.Second, p.Log)
 			return
 		}
 		result = res.Reason
@@ -101,9 +101,9 @@ func (p *Projector) handle(ctx context.Context, d mq.Delivery) {
 		}
 	}
 	if err := orderstore.RecordProjection(ctx, p.Pool, p.Group, d.Topic, ev.Type(), eventID, ev.Reservation(), d.Body, result); err != nil {
-		_ = p.MQ.Retry(d, time.Second)
+		retryLater(p.MQ, d, time.Second, p.Log)
 		return
 	}
 	p.Metrics.Projected.WithLabelValues(result).Inc()
-	_ = p.MQ.Ack(ctx, d)
+	ackDone(ctx, p.MQ, d, p.Log)
 }

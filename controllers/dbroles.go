@@ -147,10 +147,7 @@ func dropDBRoles(ctx context.Context, act *seckillv1alpha1.SeckillActivity, stor
 // rolesKey: a role ensured with this password on this server, by this
 // operator process, needs no second round of statements. A changed grant
 // table is a new operator binary, so a new process.
-func rolesKey(adminDSN, name, pw string) string {
-	h := sha256.Sum256([]byte(adminDSN + "\x00" + name + "\x00" + pw))
-	return hex.EncodeToString(h[:])
-}
+func rolesKey(adminDSN, name, pw string) string { return stepInputs(adminDSN, name, pw) }
 
 func equalData(a, b map[string][]byte) bool {
 	if len(a) != len(b) {

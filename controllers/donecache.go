@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,4 +68,11 @@ func (c *doneCache) known(uid types.UID) bool {
 	defer c.mu.Unlock()
 	_, ok := c.m[uid]
 	return ok
+}
+
+// stepInputs digests what a step's outcome depends on (its doneCache
+// inputs): the parts joined by NUL, so secrets are never kept in memory.
+func stepInputs(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(h[:])
 }

@@ -35,8 +35,7 @@ const (
 // checkRocketMQTLSOnce is checkRocketMQTLS, again only when the endpoint or
 // the CA change, or messagingRecheck after it last verified.
 func (r *SeckillActivityReconciler) checkRocketMQTLSOnce(ctx context.Context, act *seckillv1alpha1.SeckillActivity, e Endpoints) error {
-	sum := sha256.Sum256([]byte(e.RocketMQEndpoint + "\x00" + string(e.RocketMQCA)))
-	inputs := hex.EncodeToString(sum[:])
+	inputs := stepInputs(e.RocketMQEndpoint, string(e.RocketMQCA))
 	if r.done.fresh(act.UID, stepTLS, inputs, r.now(), messagingRecheck) {
 		return nil
 	}
@@ -105,8 +104,7 @@ func (r *SeckillActivityReconciler) checkRocketMQLogin(ctx context.Context, act 
 	if e.RocketMQAccessKey == "" {
 		return nil
 	}
-	sum := sha256.Sum256([]byte(e.RocketMQEndpoint + "\x00" + e.RocketMQAccessKey + "\x00" + e.RocketMQSecretKey))
-	inputs := hex.EncodeToString(sum[:])
+	inputs := stepInputs(e.RocketMQEndpoint, e.RocketMQAccessKey, e.RocketMQSecretKey)
 	if r.done.fresh(act.UID, stepLogin, inputs, r.now(), messagingRecheck) {
 		return nil
 	}

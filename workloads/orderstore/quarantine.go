@@ -36,11 +36,29 @@ func Quarantine(ctx context.Context, pool *pgxpool.Pool, q Quarantined) error {
 	return nil
 }
 
-// RecordProjection notes in the group's inbox that an event was applied.
-func RecordProjection(ctx context.Context, pool *pgxpool.Pool, group, topic, eventType string, eventID, reservationID uuid.UUID, payload []byte, result string) error {
-	h := sha256.Sum256(payload)
-	if _, err := pool.Exec(ctx, qProjectionInbox, group, eventID, topic, eventType, reservationID, h[:], result); err != nil {
-		return fmt.Errorf("recording projection of %s: %w", eventID, err)
+// Projected is one applied event for the group's inbox.
+type Projected struct {
+	Topic, EventType       string
+	EventID, ReservationID uuid.UUID
+	Payload                []byte
+	Result                 string
+}
+
+// RecordProjections notes in the group's inbox that events were applied,
+// all of them in one statement; an event recorded before keeps its row.
+func RecordProjections(ctx context.Context, pool *pgxpool.Pool, group string, ps []Projected) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	eventIDs, reservations := make([]uuid.UUID, len(ps)), make([]uuid.UUID, len(ps))
+	topics, types, results := make([]string, len(ps)), make([]string, len(ps)), make([]string, len(ps))
+	hashes := make([][]byte, len(ps))
+	for i, p := range ps {
+		h := sha256.Sum256(p.Payload)
+		eventIDs[i], reservations[i], topics[i], types[i], results[i], hashes[i] = p.EventID, p.ReservationID, p.Topic, p.EventType, p.Result, h[:]
+	}
+	if _, err := pool.Exec(ctx, qProjectionInbox, group, eventIDs, topics, types, reservations, hashes, results); err != nil {
+		return fmt.Errorf("recording the projection of %d events (first %s): %w", len(ps), ps[0].EventID, err)
 	}
 	return nil
 }

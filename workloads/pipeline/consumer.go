@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,39 +32,13 @@ type OrderConsumer struct {
 	Metrics     *metrics.Consumer
 	Health      *metrics.Health
 	meter       orderstore.Meter
-	// acks in flight: an acknowledgement is sent after the commit without
-	// holding up the next message (a round trip of ~1 ms each, a quarter
-	// of a message's time); Run waits for them before it returns.
-	acks   sync.WaitGroup
-	ackSem chan struct{}
-}
-
-// maxAcksInFlight bounds the acknowledgements a consumer has outstanding.
-const maxAcksInFlight = 32
-
-// ackTimeout bounds one acknowledgement, so a broker gone at shutdown
-// cannot hold Run: an ack lost is a redelivery the inbox answers.
-const ackTimeout = 2 * time.Second
-
-// ack acknowledges d in the background, after its effect is committed.
-func (c *OrderConsumer) ack(ctx context.Context, d mq.Delivery, messageID uuid.UUID) {
-	c.ackSem <- struct{}{}
-	c.acks.Add(1)
-	go func() {
-		defer c.acks.Done()
-		defer func() { <-c.ackSem }()
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
-		defer cancel()
-		if err := c.MQ.Ack(actx, d); err != nil {
-			c.Log.Warn("ack failed; the redelivery is answered by the inbox", "message_id", messageID, "error", err)
-		}
-	}()
+	acks        *acker
 }
 
 // Run consumes until ctx ends.
 func (c *OrderConsumer) Run(ctx context.Context) error {
-	c.ackSem = make(chan struct{}, maxAcksInFlight)
-	defer c.acks.Wait()
+	c.acks = newAcker(c.MQ, c.Log)
+	defer c.acks.wait()
 	if c.ID != "" {
 		every := c.HeartbeatEvery
 		if every <= 0 {
@@ -120,7 +93,7 @@ func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.Or
 	case orderstore.Ack:
 		c.meter.Observe(took)
 		c.count(out)
-		c.ack(ctx, d, msg.MessageID)
+		c.acks.ack(ctx, d)
 	case orderstore.Manual:
 		if errors.Is(err, orderstore.ErrPayloadConflict) {
 			c.Metrics.PayloadConflict.Inc()

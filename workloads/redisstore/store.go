@@ -157,29 +157,6 @@ func (s *Store) Compensate(ctx context.Context, sl Slot, reservationID uuid.UUID
 	return res, nil
 }
 
-// ProjectOrderCreated runs project_order_created.lua.
-func (s *Store) ProjectOrderCreated(ctx context.Context, sl Slot, reservationID, orderID uuid.UUID, now time.Time) (Result, error) {
-	keys := []string{sl.Reservation(reservationID), sl.Counter(), sl.SendDue(), sl.Open()}
-	v, err := scriptProjectOrderCreated.Run(ctx, s.c, keys, reservationID.String(), orderID.String(), ms(now)).Result()
-	res, _, err := result(v, err)
-	if err != nil {
-		return Result{}, fmt.Errorf("running project-order-created script: %w", err)
-	}
-	return res, nil
-}
-
-// ProjectOrderRejected runs project_order_rejected.lua: the hash shows
-// PostgreSQL's refusal and its reason until the unit is compensated.
-func (s *Store) ProjectOrderRejected(ctx context.Context, sl Slot, reservationID uuid.UUID, reason string, now time.Time) (Result, error) {
-	keys := []string{sl.Reservation(reservationID), sl.SendDue()}
-	v, err := scriptProjectRejected.Run(ctx, s.c, keys, reservationID.String(), reason, ms(now)).Result()
-	res, _, err := result(v, err)
-	if err != nil {
-		return Result{}, fmt.Errorf("running project-order-rejected script: %w", err)
-	}
-	return res, nil
-}
-
 // Rebuild is what rebuild_projection.lua writes: PostgreSQL's facts of an
 // order whose Redis reservation hash is gone.
 type Rebuild struct {
@@ -196,17 +173,6 @@ func (s *Store) RebuildProjection(ctx context.Context, sl Slot, r Rebuild, now t
 	res, _, err := result(v, err)
 	if err != nil {
 		return Result{}, fmt.Errorf("running rebuild-projection script: %w", err)
-	}
-	return res, nil
-}
-
-// ReleaseAfterCancel runs release_after_cancel.lua.
-func (s *Store) ReleaseAfterCancel(ctx context.Context, sl Slot, reservationID, orderID uuid.UUID, now time.Time, terminalTTL time.Duration) (Result, error) {
-	keys := []string{sl.Reservation(reservationID), sl.Stock(), sl.Counter(), sl.SendDue(), sl.Open()}
-	v, err := scriptReleaseAfterCancel.Run(ctx, s.c, keys, reservationID.String(), orderID.String(), ms(now), terminalTTL.Milliseconds()).Result()
-	res, _, err := result(v, err)
-	if err != nil {
-		return Result{}, fmt.Errorf("running release-after-cancel script: %w", err)
 	}
 	return res, nil
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/seckill/seckill-operator/hack/salekit"
 	"github.com/seckill/seckill-operator/internal/testenv/pgproxy"
 	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/mq/admin"
+	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/provider"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -25,9 +29,9 @@ const (
 	gatewayAddr  = "127.0.0.1:28190"
 	channelAddr  = "127.0.0.1:28191"
 	paymentsAddr = "127.0.0.1:28192"
-	topicCreate  = "seckill-chaos-create"
-	topicEvents  = "seckill-chaos-events"
-	topicCancel  = "seckill-chaos-cancel"
+	// chaosRetries is the scenario groups' retry limit: nothing goes to
+	// the DLQ during a fault (the workloads' -max-attempts is one more).
+	chaosRetries = 64
 	// paymentWindow is short, so that orders expire and are cancelled
 	// during the scenario (the canceller's failpoint needs them).
 	paymentWindow = 8 * time.Second
@@ -55,6 +59,51 @@ type sale struct {
 	log      *os.File
 	bin      string
 	common   []string
+	// mq is the scenario's own topics and groups (openMessaging).
+	mq    names.Messaging
+	admin *admin.Client
+}
+
+// openMessaging creates the scenario's own topics and groups, named after
+// its activity as the operator names an activity's: a scenario never
+// inherits what an earlier one (or an interrupted run) left on shared
+// topics — a backlog it would first have to work off.
+func (s *sale) openMessaging(ctx context.Context) error {
+	s.admin = &admin.Client{NameServer: salekit.Env("SECKILL_RMQ_NAMESRV"), Timeout: 10 * time.Second,
+		AccessKey: salekit.Env(names.EnvRMQAccessKey), SecretKey: salekit.Env(names.EnvRMQSecretKey)}
+	s.mq = names.ForActivity(strconv.FormatInt(s.activity, 10))
+	for _, t := range []admin.Topic{{Name: s.mq.CreateTopic, Type: admin.Normal}, {Name: s.mq.EventsTopic, Type: admin.Normal},
+		{Name: s.mq.CancelTopic, Type: admin.Delay}} {
+		if err := s.admin.CreateTopic(ctx, t); err != nil {
+			return fmt.Errorf("the scenario's topic %s: %w", t.Name, err)
+		}
+	}
+	for _, g := range []string{s.mq.ConsumerGroup, s.mq.ProjectorGroup, s.mq.CancellerGroup} {
+		if err := s.admin.CreateGroup(ctx, admin.Group{Name: g, RetryMaxTimes: chaosRetries}); err != nil {
+			return fmt.Errorf("the scenario's consumer group %s: %w", g, err)
+		}
+	}
+	return nil
+}
+
+// closeMessaging deletes what openMessaging created; a failure is
+// reported (the names are the scenario's alone, so it harms no later one).
+func (s *sale) closeMessaging() {
+	if s.admin == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, t := range []string{s.mq.CreateTopic, s.mq.EventsTopic, s.mq.CancelTopic} {
+		errs = append(errs, s.admin.DeleteTopic(ctx, t))
+	}
+	for _, g := range []string{s.mq.ConsumerGroup, s.mq.ProjectorGroup, s.mq.CancellerGroup} {
+		errs = append(errs, s.admin.DeleteGroup(ctx, g))
+	}
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: deleting the scenario's topics and groups: %v\n", err)
+	}
 }
 
 // openSale provisions a fresh activity and starts every workload. pgStock
@@ -106,23 +155,26 @@ func openSale(ctx context.Context, c config, bin, dir string, sc scenario, pgSto
 		return nil, err
 	}
 	s.channel = &provider.Client{ProviderName: "sim", BaseURL: "http://" + channelAddr}
-	consumer := []string{"-create-topic", topicCreate, "-events-topic", topicEvents, "-cancel-topic", topicCancel,
-		"-group", "seckill-chaos-consumer", "-invisible", "3s", "-max-attempts", "65", "-metrics-addr", "0"}
+	if err := s.openMessaging(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	attempts := strconv.Itoa(chaosRetries + 1)
+	consumer := append(s.mq.Args("consumer"), "-invisible", "3s", "-max-attempts", attempts, "-metrics-addr", "0")
 	workloads := []struct {
 		name string
 		args []string
 	}{
 		{"provider-sim", []string{"-addr", channelAddr, "-callback-url", "http://" + paymentsAddr, "-payment-keys", "sim:" + payKey, "-duplicates", "1"}},
-		{"gateway", []string{"-create-topic", topicCreate, "-resend-after", resendAfter}},
+		{"gateway", append(s.mq.Args("gateway"), "-resend-after", resendAfter)},
 		{"consumer", consumer},
 		{"consumer", consumer},
-		{"relay", []string{"-events-topic", topicEvents, "-cancel-topic", topicCancel, "-lease", "5s", "-metrics-addr", "0"}},
-		{"projector", []string{"-events-topic", topicEvents, "-group", "seckill-chaos-projector", "-invisible", "3s", "-max-attempts", "65", "-metrics-addr", "0"}},
+		{"relay", append(s.mq.Args("relay"), "-lease", "5s", "-metrics-addr", "0")},
+		{"projector", append(s.mq.Args("projector"), "-invisible", "3s", "-max-attempts", attempts, "-metrics-addr", "0")},
 		{"compensator", []string{"-lease", "5s", "-metrics-addr", "0"}},
-		{"scanner", []string{"-create-topic", topicCreate, "-resend-after", resendAfter, "-metrics-addr", "0"}},
-		{"canceller", []string{"-cancel-topic", topicCancel, "-events-topic", topicEvents, "-group", "seckill-chaos-canceller",
-			"-provider-url", "http://" + channelAddr, "-invisible", "3s", "-max-attempts", "65", "-metrics-addr", "0"}},
-		{"payments", []string{"-addr", paymentsAddr, "-payment-keys", "sim:" + payKey, "-events-topic", topicEvents, "-relookup", "2s"}},
+		{"scanner", append(s.mq.Args("scanner"), "-resend-after", resendAfter, "-metrics-addr", "0")},
+		{"canceller", append(s.mq.Args("canceller"), "-provider-url", "http://"+channelAddr, "-invisible", "3s", "-max-attempts", attempts, "-metrics-addr", "0")},
+		{"payments", append(s.mq.Args("payments"), "-addr", paymentsAddr, "-payment-keys", "sim:"+payKey, "-relookup", "2s")},
 	}
 	for _, w := range workloads {
 		env := s.roles.Env(w.name, common)
@@ -268,6 +320,7 @@ func (s *sale) close() {
 	if s.roles != nil {
 		s.roles.Close()
 	}
+	s.closeMessaging()
 	if s.rdb != nil {
 		_ = s.rdb.Close()
 	}

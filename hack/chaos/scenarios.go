@@ -223,8 +223,8 @@ func runScenario(ctx context.Context, c config, bin, dir string, s scenario) (ro
 	// Inbox rows of one transaction share its xmin.
 	if err := sl.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0)::bigint, count(*), coalesce(max(n), 0)::bigint FROM (
 		SELECT i.xmin::text, count(*) AS n FROM consumer_inbox i JOIN inventory_reservation r USING (reservation_id)
-		WHERE r.activity_id = $1 AND i.consumer_group = 'seckill-chaos-consumer' GROUP BY 1) AS b`,
-		sl.activity).Scan(&r.messages, &r.txns, &r.batchMax); err != nil {
+		WHERE r.activity_id = $1 AND i.consumer_group = $2 GROUP BY 1) AS b`,
+		sl.activity, sl.mq.ConsumerGroup).Scan(&r.messages, &r.txns, &r.batchMax); err != nil {
 		return r, fmt.Errorf("reading the order transactions: %w", err)
 	}
 	var reservations int64

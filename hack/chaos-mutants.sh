@@ -43,7 +43,7 @@ mutant() {
   cp "$tmp/orig" "$file"
 }
 
-mutant inbox-first workloads/orderstore/sql/inbox_insert.sql \
+mutant inbox-first workloads/inbox/sql/claim.sql \
   's/DO NOTHING/DO UPDATE SET result_code = excluded.result_code/' \
   ./workloads/orderstore '^(TestBatchCommittedButNotAcknowledged|TestSameMessageTenThousandTimes)$' \
   "the inbox claims a message once: a redelivery is answered from the inbox row"

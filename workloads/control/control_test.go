@@ -10,7 +10,6 @@ import (
 
 	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/control"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
@@ -175,10 +174,10 @@ func TestWindowPauseAndArchive(t *testing.T) {
 func TestConsumersAndDBCommits(t *testing.T) {
 	ctx := context.Background()
 	s, activity := newStore(t, testenv.RedisSingle(t))
-	for i, h := range []orderstore.Heartbeat{{Total: 100, RatePerSec: 120, P50ms: 4, P99ms: 20}, {Total: 80, RatePerSec: 80, P50ms: 6, P99ms: 45}} {
-		require.NoError(t, orderstore.ReportHeartbeat(ctx, s.Pool, []string{"c1", "c2"}[i], "order-consumer", activity, h, 0))
+	for i, h := range []control.Heartbeat{{Total: 100, RatePerSec: 120, P50ms: 4, P99ms: 20}, {Total: 80, RatePerSec: 80, P50ms: 6, P99ms: 45}} {
+		require.NoError(t, control.ReportHeartbeat(ctx, s.Pool, []string{"c1", "c2"}[i], "order-consumer", activity, h, 0))
 	}
-	require.NoError(t, orderstore.ReportHeartbeat(ctx, s.Pool, "old", "order-consumer", activity, orderstore.Heartbeat{RatePerSec: 999}, 0))
+	require.NoError(t, control.ReportHeartbeat(ctx, s.Pool, "old", "order-consumer", activity, control.Heartbeat{RatePerSec: 999}, 0))
 	_, err := s.Pool.Exec(ctx, `UPDATE consumer_heartbeat SET reported_at = now() - interval '10 minutes' WHERE consumer_id = 'old'`)
 	require.NoError(t, err)
 	c, err := s.ReadConsumers(ctx, activity, time.Minute)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/inbox"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/states"
@@ -46,7 +47,7 @@ const (
 	ResultDuplicate     = "DUPLICATE"
 	ResultManualReview  = "MANUAL_REVIEW"
 	// resultProcessing is an inbox row whose transaction has not decided
-	// (inbox_insert.sql writes it; inbox_finish.sql replaces it).
+	// (inbox/sql/claim.sql writes it; inbox/sql/finish.sql replaces it).
 	resultProcessing = "PROCESSING"
 )
 
@@ -207,7 +208,7 @@ func (c *Consumer) afterCommit() error {
 // ledger and the outbox; the inbox row is finished with the outcome.
 func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
 	var owned uuid.UUID
-	err := tx.QueryRow(ctx, qInboxInsert, c.Group, msg.MessageID, names.TopicOrderCreate, msg.EventType,
+	err := tx.QueryRow(ctx, inbox.ClaimSQL, c.Group, msg.MessageID, names.TopicOrderCreate, msg.EventType,
 		msg.ReservationID, msg.RequestID, hash).Scan(&owned)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.duplicate(ctx, tx, msg, hash)
@@ -236,7 +237,7 @@ func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateR
 	if err != nil {
 		return out, err
 	}
-	tail.add("finishing inbox row", nil, qInboxFinish, c.Group, msg.MessageID, out.Result, nullable(out.OrderID))
+	tail.add("finishing inbox row", nil, inbox.FinishSQL, c.Group, msg.MessageID, out.Result, nullable(out.OrderID))
 	if err := tail.run(ctx, tx); err != nil {
 		return Outcome{Action: Retry}, err
 	}
@@ -449,7 +450,7 @@ func (c *Consumer) duplicate(ctx context.Context, tx pgx.Tx, msg events.OrderCre
 	var prior []byte
 	var result string
 	var orderID *uuid.UUID
-	if err := tx.QueryRow(ctx, qInboxGet, c.Group, msg.MessageID).Scan(&prior, &result, &orderID); err != nil {
+	if err := tx.QueryRow(ctx, inbox.GetSQL, c.Group, msg.MessageID).Scan(&prior, &result, &orderID); err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("reading inbox row: %w", err)
 	}
 	if !bytes.Equal(prior, hash) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/inbox"
 	"github.com/seckill/seckill-operator/workloads/names"
 )
 
@@ -139,7 +140,7 @@ func (c *Consumer) claimInbox(ctx context.Context, tx pgx.Tx, fi []*fastItem) (e
 	var b pgx.Batch
 	for _, f := range fi {
 		m := f.msg
-		b.Queue(qInboxInsert, c.Group, m.MessageID, names.TopicOrderCreate, m.EventType, m.ReservationID, m.RequestID, f.hash)
+		b.Queue(inbox.ClaimSQL, c.Group, m.MessageID, names.TopicOrderCreate, m.EventType, m.ReservationID, m.RequestID, f.hash)
 	}
 	br := tx.SendBatch(ctx, &b)
 	defer closeBatch(br, &err)
@@ -165,7 +166,7 @@ func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastIt
 	for _, f := range fi {
 		m := f.msg
 		if !f.fresh {
-			b.Queue(qInboxGet, c.Group, m.MessageID)
+			b.Queue(inbox.GetSQL, c.Group, m.MessageID)
 			continue
 		}
 		b.Queue(qReservationUpsert, m.ReservationID, m.RequestID, m.ActivityID, m.SKUID,
@@ -284,7 +285,7 @@ type stockKey struct{ activity, sku int64 }
 func (c *Consumer) finishInbox(fi []*fastItem, w *writes) {
 	for _, f := range fi {
 		if f.fresh {
-			w.add("finishing inbox row", nil, qInboxFinish, c.Group, f.msg.MessageID, f.out.Result, nullable(f.out.OrderID))
+			w.add("finishing inbox row", nil, inbox.FinishSQL, c.Group, f.msg.MessageID, f.out.Result, nullable(f.out.OrderID))
 		}
 	}
 }

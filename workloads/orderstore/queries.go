@@ -13,10 +13,7 @@ import (
 var sqlFiles embed.FS
 
 var (
-	qInboxInsert         = sqlfile.Must(sqlFiles, "inbox_insert")
-	qInboxGet            = sqlfile.Must(sqlFiles, "inbox_get")
 	qCommitVerify        = sqlfile.Must(sqlFiles, "commit_verify")
-	qInboxFinish         = sqlfile.Must(sqlFiles, "inbox_finish")
 	qReservationUpsert   = sqlfile.Must(sqlFiles, "reservation_upsert")
 	qReservationLock     = sqlfile.Must(sqlFiles, "reservation_lock")
 	qReservationCreated  = sqlfile.Must(sqlFiles, "reservation_created")

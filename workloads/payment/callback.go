@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/time/rate"
 
-	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/inbox"
 	"github.com/seckill/seckill-operator/workloads/states"
 )
 
@@ -244,7 +244,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) quarantine(ctx context.Context, cb Callback, body []byte, reason string, cause error) error {
 	pid := cb.PaymentID()
-	return orderstore.Quarantine(ctx, h.Store.Pool, orderstore.Quarantined{Group: quarantineGroup, Topic: cb.Provider,
+	return inbox.Quarantine(ctx, h.Store.Pool, inbox.Quarantined{Group: quarantineGroup, Topic: cb.Provider,
 		BrokerMessageID: cb.TransactionID, MessageID: &pid, Reason: reason, Detail: cause.Error(), Payload: body})
 }
 

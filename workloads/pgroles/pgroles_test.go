@@ -22,15 +22,15 @@ import (
 // runs (paths under workloads/, globs allowed).
 var statements = map[string][]string{
 	pgroles.Gateway: {"gateway/sql/*.sql"},
-	pgroles.Consumer: {"orderstore/sql/compensation_insert.sql", "orderstore/sql/control_get.sql", "orderstore/sql/heartbeat_upsert.sql",
-		"orderstore/sql/inbox_*.sql", "orderstore/sql/ledger_occupy.sql", "orderstore/sql/order_*.sql", "outbox/sql/insert.sql",
-		"orderstore/sql/quarantine_insert.sql", "orderstore/sql/reservation_*.sql", "orderstore/sql/stock_*.sql", "outbox/sql/timer_insert.sql"},
-	pgroles.Projector:   {"orderstore/sql/projection_inbox.sql", "orderstore/sql/quarantine_insert.sql"},
+	pgroles.Consumer: {"orderstore/sql/compensation_insert.sql", "orderstore/sql/control_get.sql", "control/sql/heartbeat_upsert.sql",
+		"inbox/sql/claim.sql", "inbox/sql/get.sql", "inbox/sql/finish.sql", "orderstore/sql/ledger_occupy.sql", "orderstore/sql/order_*.sql", "outbox/sql/insert.sql",
+		"inbox/sql/quarantine.sql", "orderstore/sql/reservation_*.sql", "orderstore/sql/stock_*.sql", "outbox/sql/timer_insert.sql"},
+	pgroles.Projector:   {"inbox/sql/projection.sql", "inbox/sql/quarantine.sql"},
 	pgroles.Relay:       {"outbox/sql/backlog.sql", "outbox/sql/claim.sql", "outbox/sql/reclaim.sql", "outbox/sql/retry.sql", "outbox/sql/sent*.sql"},
 	pgroles.Compensator: {"compensation/sql/*.sql"},
 	pgroles.Canceller: {"cancel/sql/*.sql", "payment/sql/order_*.sql", "payment/sql/payment_*.sql", "payment/sql/stock_sell.sql", "payment/sql/ledger_sell.sql",
-		"outbox/sql/insert.sql", "orderstore/sql/quarantine_insert.sql"},
-	pgroles.Payments: {"payment/sql/*.sql", "outbox/sql/insert.sql", "orderstore/sql/quarantine_insert.sql"},
+		"outbox/sql/insert.sql", "inbox/sql/quarantine.sql"},
+	pgroles.Payments: {"payment/sql/*.sql", "outbox/sql/insert.sql", "inbox/sql/quarantine.sql"},
 	pgroles.Reconcile: {"reconcile/sql/*.sql", "repair/sql/*.sql", "control/sql/inventory.sql", "control/sql/compensation_paused.sql",
 		"orderstore/sql/control_get.sql", "orderstore/sql/reservation_*.sql", "orderstore/sql/compensation_insert.sql", "outbox/sql/insert.sql"},
 }

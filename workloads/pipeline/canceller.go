@@ -8,9 +8,9 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/cancel"
 	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/inbox"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/payment"
 )
 
@@ -63,7 +63,7 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 		out, err = c.Cancel.Handle(ctx, tm.OrderID)
 	}
 	if err != nil && (errors.Is(err, cancel.ErrNoOrder) || errors.Is(err, events.ErrInvalid)) {
-		quarantine(ctx, c.MQ, c.Cancel.Pool, orderstore.Quarantined{Group: c.Group, Reason: events.ReasonOf(err), Detail: err.Error()}, d, c.Log)
+		quarantine(ctx, c.MQ, c.Cancel.Pool, inbox.Quarantined{Group: c.Group, Reason: events.ReasonOf(err), Detail: err.Error()}, d, c.Log)
 		return
 	}
 	if err != nil && errors.Is(err, payment.ErrConflict) {
@@ -71,7 +71,7 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 		// (its transaction belongs to another order): no automatic decision.
 		// The order stays CANCEL_PENDING, the timer is kept as evidence.
 		c.Log.Error("cancel timer: the channel's payment conflicts; quarantined for review", "order_id", tm.OrderID, "error", err)
-		quarantine(ctx, c.MQ, c.Cancel.Pool, orderstore.Quarantined{Group: c.Group, Reason: events.ReasonInconsistent, Detail: err.Error()}, d, c.Log)
+		quarantine(ctx, c.MQ, c.Cancel.Pool, inbox.Quarantined{Group: c.Group, Reason: events.ReasonInconsistent, Detail: err.Error()}, d, c.Log)
 		return
 	}
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/inbox"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
@@ -31,7 +33,7 @@ type OrderConsumer struct {
 	MaxAttempts int
 	Metrics     *metrics.Consumer
 	Health      *metrics.Health
-	meter       orderstore.Meter
+	meter       control.Meter
 	acks        *acker
 }
 
@@ -138,7 +140,7 @@ func (c *OrderConsumer) heartbeats(ctx context.Context, every time.Duration) {
 	c.meter.Take(time.Now())
 	for idle(ctx, every) {
 		h := c.meter.Take(time.Now())
-		if err := orderstore.ReportHeartbeat(ctx, c.Store.Pool, c.ID, "order-consumer", c.ActivityID, h, 0); err != nil {
+		if err := control.ReportHeartbeat(ctx, c.Store.Pool, c.ID, "order-consumer", c.ActivityID, h, 0); err != nil {
 			c.Log.Warn("heartbeat not reported", "error", err)
 		}
 	}
@@ -147,7 +149,7 @@ func (c *OrderConsumer) heartbeats(ctx context.Context, every time.Duration) {
 // quarantine keeps the message with its evidence, then acknowledges it: it
 // is out of the retry loop, not a success.
 func (c *OrderConsumer) quarantine(ctx context.Context, d mq.Delivery, id *uuid.UUID, reason, detail string) {
-	if quarantine(ctx, c.MQ, c.Store.Pool, orderstore.Quarantined{Group: c.Store.Group, MessageID: id, Reason: reason, Detail: detail}, d, c.Log) {
+	if quarantine(ctx, c.MQ, c.Store.Pool, inbox.Quarantined{Group: c.Store.Group, MessageID: id, Reason: reason, Detail: detail}, d, c.Log) {
 		c.Metrics.Quarantined.WithLabelValues(reason).Inc()
 	}
 }

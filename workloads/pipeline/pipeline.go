@@ -16,18 +16,18 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/seckill/seckill-operator/workloads/inbox"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
 )
 
 // quarantine keeps a message the worker refuses with its evidence
-// (orderstore.Quarantine) and then acknowledges it: out of the retry loop,
+// (inbox.Quarantine) and then acknowledges it: out of the retry loop,
 // not a success — never dropped. When the evidence cannot be written the
 // message comes back in 5 s instead. It reports whether it was quarantined.
-func quarantine(ctx context.Context, c *mq.Consumer, pool *pgxpool.Pool, q orderstore.Quarantined, d mq.Delivery, log *slog.Logger) bool {
+func quarantine(ctx context.Context, c *mq.Consumer, pool *pgxpool.Pool, q inbox.Quarantined, d mq.Delivery, log *slog.Logger) bool {
 	q.Topic, q.BrokerMessageID, q.Payload = d.Topic, d.BrokerID, d.Body
-	if err := orderstore.Quarantine(ctx, pool, q); err != nil {
+	if err := inbox.Quarantine(ctx, pool, q); err != nil {
 		log.Error("quarantine failed; message left for redelivery", "broker_message_id", d.BrokerID, "error", err)
 		retryLater(c, d, 5*time.Second, log)
 		return false

@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill-operator/workloads/events"
+	"github.com/seckill/seckill-operator/workloads/inbox"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
 
@@ -100,7 +100,7 @@ func (p *Projector) handleBatch(ctx context.Context, ds []mq.Delivery) {
 			ev, err = events.ParseEvent(d.Body)
 		}
 		if err != nil {
-			if quarantine(ctx, p.MQ, p.Pool, orderstore.Quarantined{Group: p.Group, Reason: events.ReasonOf(err), Detail: "event refused: " + err.Error()}, d, p.Log) {
+			if quarantine(ctx, p.MQ, p.Pool, inbox.Quarantined{Group: p.Group, Reason: events.ReasonOf(err), Detail: "event refused: " + err.Error()}, d, p.Log) {
 				p.Metrics.Projected.WithLabelValues("QUARANTINED").Inc()
 			}
 			continue
@@ -116,7 +116,7 @@ func (p *Projector) handleBatch(ctx context.Context, ds []mq.Delivery) {
 	}
 	results, errs := p.Redis.Project(ctx, calls, time.Now(), p.terminalTTL())
 	done := make([]projected, 0, len(items))
-	records := make([]orderstore.Projected, 0, len(items))
+	records := make([]inbox.Projected, 0, len(items))
 	next := 0
 	for _, it := range items {
 		result := "IGNORED" // payments: for systems downstream
@@ -138,10 +138,10 @@ func (p *Projector) handleBatch(ctx context.Context, ds []mq.Delivery) {
 			}
 		}
 		done = append(done, it)
-		records = append(records, orderstore.Projected{Topic: it.d.Topic, EventType: it.ev.Type(), EventID: it.id,
+		records = append(records, inbox.Projected{Topic: it.d.Topic, EventType: it.ev.Type(), EventID: it.id,
 			ReservationID: it.ev.Reservation(), Payload: it.d.Body, Result: result})
 	}
-	if err := orderstore.RecordProjections(ctx, p.Pool, p.Group, records); err != nil {
+	if err := inbox.RecordProjections(ctx, p.Pool, p.Group, records); err != nil {
 		p.Log.Warn("projection inbox not written; redelivery", "events", len(records), "error", err)
 		for _, it := range done {
 			retryLater(p.MQ, it.d, time.Second, p.Log)

@@ -1,4 +1,4 @@
-package orderstore_test
+package control_test
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/internal/testenv"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/control"
 )
 
 func TestMeterAndHeartbeat(t *testing.T) {
-	var m orderstore.Meter
+	var m control.Meter
 	t0 := time.Unix(1000, 0)
 	m.Take(t0)
 	for i := 1; i <= 100; i++ {
@@ -25,9 +25,9 @@ func TestMeterAndHeartbeat(t *testing.T) {
 	require.InDelta(t, 100, h.P99ms, 0.001)
 
 	pool := testenv.Database(t)
-	require.NoError(t, orderstore.ReportHeartbeat(context.Background(), pool, "consumer-a", "order-consumer", 1001, h, 3))
+	require.NoError(t, control.ReportHeartbeat(context.Background(), pool, "consumer-a", "order-consumer", 1001, h, 3))
 	h.Total = 150
-	require.NoError(t, orderstore.ReportHeartbeat(context.Background(), pool, "consumer-a", "order-consumer", 1001, h, 0))
+	require.NoError(t, control.ReportHeartbeat(context.Background(), pool, "consumer-a", "order-consumer", 1001, h, 0))
 	var total int64
 	var rate float64
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT commits_total, commit_rate_per_sec FROM consumer_heartbeat WHERE consumer_id = 'consumer-a'`).Scan(&total, &rate))

@@ -1,4 +1,4 @@
-package orderstore_test
+package inbox_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/ids"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/inbox"
 )
 
 // A projector's batch is recorded in one statement, one row per event; an
@@ -19,15 +19,15 @@ func TestRecordProjectionsKeepsTheFirstRowPerEvent(t *testing.T) {
 	pool := testenv.Database(t)
 	const group = "seckill-test-projection-inbox"
 	first, second := ids.NewRandom(), ids.NewRandom()
-	rec := func(id [16]byte, result string, payload string) orderstore.Projected {
-		return orderstore.Projected{Topic: "seckill-order-events", EventType: "ORDER_CREATED", EventID: id,
+	rec := func(id [16]byte, result string, payload string) inbox.Projected {
+		return inbox.Projected{Topic: "seckill-order-events", EventType: "ORDER_CREATED", EventID: id,
 			ReservationID: ids.NewRandom(), Payload: []byte(payload), Result: result}
 	}
-	require.NoError(t, orderstore.RecordProjections(ctx, pool, group, nil), "an empty batch writes nothing")
-	require.NoError(t, orderstore.RecordProjections(ctx, pool, group, []orderstore.Projected{
+	require.NoError(t, inbox.RecordProjections(ctx, pool, group, nil), "an empty batch writes nothing")
+	require.NoError(t, inbox.RecordProjections(ctx, pool, group, []inbox.Projected{
 		rec(first, "APPLIED", `{"a":1}`), rec(second, "ALREADY_APPLIED", `{"b":2}`), rec(first, "LATER", `{"a":1}`),
 	}))
-	require.NoError(t, orderstore.RecordProjections(ctx, pool, group, []orderstore.Projected{rec(second, "LATER", `{"b":2}`)}))
+	require.NoError(t, inbox.RecordProjections(ctx, pool, group, []inbox.Projected{rec(second, "LATER", `{"b":2}`)}))
 
 	rows, err := pool.Query(ctx, `SELECT message_id, result_code, payload_hash FROM consumer_inbox WHERE consumer_group = $1 ORDER BY result_code`, group)
 	require.NoError(t, err)

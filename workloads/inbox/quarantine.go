@@ -1,8 +1,14 @@
-package orderstore
+// Package inbox is what a consumer group keeps of the messages it received
+// (design.md#inbox): the order consumer's claim, outcome and dedupe (its
+// statements, run inside the order transaction), the projector's record of
+// applied events, and the quarantine every worker puts a message it refuses
+// in, with its evidence.
+package inbox
 
 import (
 	"context"
 	"crypto/sha256"
+	"embed"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -12,9 +18,25 @@ import (
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
 )
 
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// The order consumer's statements, run inside its order transaction
+// (orderstore): the claim comes first, so a redelivery waits for, or
+// finds, the transaction that owns the message.
 var (
-	qQuarantineInsert = sqlfile.Must(sqlFiles, "quarantine_insert")
-	qProjectionInbox  = sqlfile.Must(sqlFiles, "projection_inbox")
+	// ClaimSQL claims a message for a group (sql/claim.sql): one row
+	// returned, this transaction owns it; none, another one processed it.
+	ClaimSQL = sqlfile.Must(sqlFiles, "claim")
+	// GetSQL reads a message's recorded hash, outcome and order (sql/get.sql).
+	GetSQL = sqlfile.Must(sqlFiles, "get")
+	// FinishSQL records a claimed message's outcome (sql/finish.sql).
+	FinishSQL = sqlfile.Must(sqlFiles, "finish")
+)
+
+var (
+	qQuarantine = sqlfile.Must(sqlFiles, "quarantine")
+	qProjection = sqlfile.Must(sqlFiles, "projection")
 )
 
 // Quarantined is a message kept for review.
@@ -29,7 +51,7 @@ type Quarantined struct {
 // message twice keeps the first.
 func Quarantine(ctx context.Context, pool *pgxpool.Pool, q Quarantined) error {
 	h := sha256.Sum256(q.Payload)
-	if _, err := pool.Exec(ctx, qQuarantineInsert, ids.NewRandom(), q.Group, q.Topic, q.BrokerMessageID, q.MessageID,
+	if _, err := pool.Exec(ctx, qQuarantine, ids.NewRandom(), q.Group, q.Topic, q.BrokerMessageID, q.MessageID,
 		q.Reason, q.Detail, q.Payload, h[:]); err != nil {
 		return fmt.Errorf("quarantining message %s: %w", q.BrokerMessageID, err)
 	}
@@ -57,7 +79,7 @@ func RecordProjections(ctx context.Context, pool *pgxpool.Pool, group string, ps
 		h := sha256.Sum256(p.Payload)
 		eventIDs[i], reservations[i], topics[i], types[i], results[i], hashes[i] = p.EventID, p.ReservationID, p.Topic, p.EventType, p.Result, h[:]
 	}
-	if _, err := pool.Exec(ctx, qProjectionInbox, group, eventIDs, topics, types, reservations, hashes, results); err != nil {
+	if _, err := pool.Exec(ctx, qProjection, group, eventIDs, topics, types, reservations, hashes, results); err != nil {
 		return fmt.Errorf("recording the projection of %d events (first %s): %w", len(ps), ps[0].EventID, err)
 	}
 	return nil

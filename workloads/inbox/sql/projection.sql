@@ -1,4 +1,4 @@
--- ProjectionInbox: record that a consumer group applied events (its own
+-- Projection: record that a consumer group applied events (its own
 -- inbox; the Redis scripts themselves are idempotent too) — a received batch
 -- in one statement, one row per element of the arrays ($2..$7, equal lengths).
 INSERT INTO consumer_inbox (consumer_group, message_id, topic, event_type, reservation_id, payload_hash, result_code)

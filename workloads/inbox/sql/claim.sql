@@ -1,4 +1,4 @@
--- InboxInsert: claim the message for this consumer group (design.md#inbox).
+-- Claim: claim the message for this consumer group (design.md#inbox).
 -- One row: this transaction owns the message. Zero rows: another transaction
 -- processed it (or is processing it: the unique index waits for it).
 INSERT INTO consumer_inbox (consumer_group, message_id, topic, event_type, reservation_id, request_id, payload_hash, result_code)

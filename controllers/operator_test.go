@@ -33,7 +33,6 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/names"
-	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/pgroles"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -426,8 +425,8 @@ func TestScalingFromHeartbeatsAndBacklog(t *testing.T) {
 	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
 	beat := func(n int, p50, p99 float64) {
 		for i := range n {
-			require.NoError(t, orderstore.ReportHeartbeat(testCtx, s.pool, fmt.Sprintf("c%d", i), "order-consumer", s.activity,
-				orderstore.Heartbeat{Total: 10, RatePerSec: 1000 / p50, P50ms: p50, P99ms: p99}, 1))
+			require.NoError(t, control.ReportHeartbeat(testCtx, s.pool, fmt.Sprintf("c%d", i), "order-consumer", s.activity,
+				control.Heartbeat{Total: 10, RatePerSec: 1000 / p50, P50ms: p50, P99ms: p99}, 1))
 		}
 	}
 	beat(2, 10, 20) // 100 orders/s per consumer, healthy

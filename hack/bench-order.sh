@@ -36,7 +36,7 @@ for i in $(seq "$RUNS"); do
   tps=$("$PGBENCH" -n -M prepared -c "$CLIENTS" -j 2 -t $((N / CLIENTS)) -f "$ROOT/hack/bench/order_txn.pgbench" \
       -D grp=seckill-order-consumer -D topic=seckill-order-create -D etype=ORDER_CREATE_REQUESTED \
       -D activity=1001 -D sku=90001 -D bucket=0 -D "window=900000 milliseconds" -D agg=ORDER \
-      -D evtype=ORDER_CREATED -D evtopic=seckill-order-events -D ctopic=seckill-order-cancel -D result=ORDER_CREATED \
+      -D evtype=ORDER_CREATED -D evtopic=seckill-order-events -D ctopic=seckill-order-cancel -D result=ORDER_CREATED -D units=1 \
       "$(db_dsn "$db")" 2>&1 | sed -nE 's/^tps = ([0-9.]+) .*without initial connection.*/\1/p')
   orders=$(psql -tA "$(db_dsn "$db")" -c "SELECT count(*) FROM orders")
   psql -q "$SECKILL_PG_ADMIN_DSN" -c "DROP DATABASE $db WITH (FORCE)" >/dev/null

@@ -67,8 +67,8 @@ mutant cancel-pending-guard workloads/cancel/sql/cancel_final.sql \
   "s/status = 'CANCEL_PENDING'\n  AND NOT EXISTS[^\n]*/status IN ('CANCEL_PENDING', 'PAID')/" \
   ./workloads/cancel '^(TestPaymentRacesTimeoutCancel|TestCrashAfterCancelPending)$' \
   "the cancel is final only from CANCEL_PENDING and never over a recorded payment"
-mutant final-stock-guard workloads/orderstore/sql/stock_occupy.sql \
-  's/ AND available_stock > 0//' \
+mutant final-stock-guard workloads/orderstore/sql/stock_occupy_many.sql \
+  's/ AND available_stock >= \$3//' \
   ./workloads/orderstore '^(TestStockExhaustedIsRejectedOnceAndLateMessagesStay|TestEveryFailpointOnEveryPath)$' \
   "PostgreSQL's conditional stock decrement, the last line against oversell"
 

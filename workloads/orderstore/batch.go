@@ -26,17 +26,18 @@ type Result struct {
 
 // ConsumeBatch processes several order-create messages in one transaction,
 // so a batch pays for one commit (and one wait for the hot SKU's row lock)
-// instead of one per message. The business rules are Consume's, message by
-// message, in order. A batch whose messages, reservations and users are
-// all distinct is first tried set-wise (batchFast: a handful of pipelined
-// round trips for the whole batch, the SKU row locked only at the end); if
-// that path meets anything but a plain outcome, nothing of it is committed
-// and the batch runs message by message, each under its own savepoint:
-//   - a message whose statements fail is rolled back to its savepoint
-//     (nothing of it is kept) and, once the batch is committed, run again
-//     alone through Consume, which classifies it exactly as it always has
-//     (retry, unknown commit, quarantine): a poison message never fails
-//     its batch;
+// instead of one per message. Every path runs the same order transaction
+// (steps.go) — only how many messages go through it at once differs. A
+// batch whose messages, reservations and users are all distinct is first
+// run set-wise (batchFast: all of it through steps, a handful of pipelined
+// round trips, the SKU row locked only at the end); if that meets a
+// conflict or a failing statement, nothing of it is committed and the
+// batch runs message by message, each through steps under its own
+// savepoint:
+//   - a message whose statements fail or conflict is rolled back to its
+//     savepoint (nothing of it is kept) and, once the batch is committed,
+//     run again alone through Consume, which classifies it (retry,
+//     unknown commit, quarantine): a poison message never fails its batch;
 //   - a commit whose outcome is unknown is verified message by message on a
 //     fresh connection (design.md#commit-unknown), never assumed failed;
 //   - a batch that cannot begin or commit for certain falls back to Consume

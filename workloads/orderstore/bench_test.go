@@ -22,8 +22,8 @@ import (
 // createdPath is the consumer's created-order transaction, in order
 // (design.md#order-transaction): its SQL files, under workloads/.
 var createdPath = []string{"inbox/sql/claim", "orderstore/sql/reservation_upsert", "orderstore/sql/reservation_lock",
-	"orderstore/sql/stock_occupy", "orderstore/sql/order_insert", "orderstore/sql/reservation_created", "orderstore/sql/ledger_occupy",
-	"outbox/sql/insert", "outbox/sql/timer_insert", "inbox/sql/finish"}
+	"orderstore/sql/order_insert", "orderstore/sql/reservation_created", "orderstore/sql/ledger_occupy",
+	"outbox/sql/insert", "outbox/sql/timer_insert", "inbox/sql/finish", "orderstore/sql/stock_occupy_many"}
 
 var (
 	sqlComment = regexp.MustCompile(`(?m)--.*$`)

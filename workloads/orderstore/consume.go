@@ -16,7 +16,6 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
-	"github.com/seckill/seckill-operator/workloads/inbox"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/states"
@@ -162,9 +161,9 @@ func (c *Consumer) fail(name string) error {
 }
 
 // Consume processes one order-create message exactly once in business
-// effect: inbox first, then the reservation row, the order, the final stock,
-// the reservation CAS, the ledger and the outbox, all in one transaction. raw is
-// the message body as received; its hash detects a reused id.
+// effect: the order transaction's steps (steps.go) for it alone, in one
+// transaction. raw is the message body as received; its hash detects a
+// reused id.
 func (c *Consumer) Consume(ctx context.Context, msg events.OrderCreateRequested, raw []byte) (Outcome, error) {
 	hash := sha256.Sum256(raw)
 	out, err := c.consumeTx(ctx, msg, hash[:])
@@ -201,97 +200,6 @@ func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequeste
 // network fault: pgproxy loses it for real and resolveCommit decides.)
 func (c *Consumer) afterCommit() error {
 	return c.fail("after_pg_commit_before_ack")
-}
-
-// apply runs one message's statements in tx: inbox first, then the
-// reservation row, the order, the final stock, the reservation CAS, the
-// ledger and the outbox; the inbox row is finished with the outcome.
-func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
-	var owned uuid.UUID
-	err := tx.QueryRow(ctx, inbox.ClaimSQL, c.Group, msg.MessageID, names.TopicOrderCreate, msg.EventType,
-		msg.ReservationID, msg.RequestID, hash).Scan(&owned)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c.duplicate(ctx, tx, msg, hash)
-	}
-	if err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("inserting inbox row: %w", err)
-	}
-	if err := c.fail("after_inbox_insert"); err != nil {
-		return Outcome{Action: Retry}, err
-	}
-
-	row, err := c.lockReservation(ctx, tx, msg)
-	if err != nil {
-		return Outcome{Action: Retry}, err
-	}
-	if !row.matches(msg) {
-		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: reservation %s is recorded for another message or user", ErrStateConflict, msg.ReservationID)
-	}
-	status, orderID := row.status, row.orderID
-
-	var tail writes
-	out, done := decided(status, orderID)
-	if !done {
-		out, err = c.createOrReject(ctx, tx, msg, &tail)
-	}
-	if err != nil {
-		return out, err
-	}
-	tail.add("finishing inbox row", nil, inbox.FinishSQL, c.Group, msg.MessageID, out.Result, nullable(out.OrderID))
-	if err := tail.run(ctx, tx); err != nil {
-		return Outcome{Action: Retry}, err
-	}
-	// Every statement has run; the COMMIT is next (the set-wise path's
-	// stock update is its last statement).
-	if err := c.fail("after_pg_stock_decrement"); err != nil {
-		return Outcome{Action: Retry}, err
-	}
-	return out, nil
-}
-
-// createOrReject is one RESERVED message's order, in the statement order
-// every path shares (the set-wise path's, batchFast): the order first (one
-// per user: a user who holds one is rejected, nothing taken), then the
-// final stock decrement (none left: the order is withdrawn in this same
-// transaction, so no one ever sees it), then the writes that follow. So each
-// failpoint names one state on every path: after_order_insert — the order
-// row, no unit taken; after_pg_stock_decrement — every statement run, the
-// COMMIT next.
-func (c *Consumer) createOrReject(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, tail *writes) (Outcome, error) {
-	if late, err := c.lateAndEnforced(ctx, tx, msg); err != nil {
-		return Outcome{Action: Retry}, err
-	} else if late {
-		return c.reject(msg, tail, ReasonDeadlineExceeded)
-	}
-	orderID := ids.NewRandom()
-	var inserted uuid.UUID
-	err := tx.QueryRow(ctx, qOrderInsert, orderID, msg.ActivityID, msg.SKUID, msg.UserID, msg.RequestID,
-		msg.ReservationID, c.fallbackWindow()).Scan(&inserted)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c.reject(msg, tail, ReasonAlreadyPurchased)
-	}
-	if err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("inserting order: %w", err)
-	}
-	if err := c.fail("after_order_insert"); err != nil {
-		return Outcome{Action: Retry}, err
-	}
-	var left int64
-	err = tx.QueryRow(ctx, qStockOccupy, msg.ActivityID, msg.SKUID).Scan(&left)
-	if errors.Is(err, pgx.ErrNoRows) {
-		tag, err := tx.Exec(ctx, qOrderWithdraw, orderID)
-		if err != nil {
-			return Outcome{Action: Retry}, fmt.Errorf("withdrawing an order without stock: %w", err)
-		}
-		if err := onlyOneOrder(tag); err != nil {
-			return Outcome{Action: Retry}, err
-		}
-		return c.reject(msg, tail, ReasonStockExhausted)
-	}
-	if err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("occupying stock: %w", err)
-	}
-	return c.created(msg, orderID, tail)
 }
 
 // created queues the writes that follow a new order: the reservation CAS,
@@ -442,21 +350,6 @@ func (w *writes) run(ctx context.Context, tx pgx.Tx) (err error) {
 		}
 	}
 	return nil
-}
-
-// duplicate answers a message whose inbox row exists: the same payload is an
-// idempotent success; another payload under the same id is a conflict.
-func (c *Consumer) duplicate(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
-	var prior []byte
-	var result string
-	var orderID *uuid.UUID
-	if err := tx.QueryRow(ctx, inbox.GetSQL, c.Group, msg.MessageID).Scan(&prior, &result, &orderID); err != nil {
-		return Outcome{Action: Retry}, fmt.Errorf("reading inbox row: %w", err)
-	}
-	if !bytes.Equal(prior, hash) {
-		return Outcome{Action: Manual, Result: ResultManualReview}, fmt.Errorf("%w: message %s", ErrPayloadConflict, msg.MessageID)
-	}
-	return Outcome{Action: Ack, Result: result, OrderID: deref(orderID), Redelivered: true}, nil
 }
 
 // resolveCommit decides an unknown commit by reading, on a fresh

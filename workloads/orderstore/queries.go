@@ -18,7 +18,6 @@ var (
 	qReservationLock     = sqlfile.Must(sqlFiles, "reservation_lock")
 	qReservationCreated  = sqlfile.Must(sqlFiles, "reservation_created")
 	qReservationRejected = sqlfile.Must(sqlFiles, "reservation_rejected")
-	qStockOccupy         = sqlfile.Must(sqlFiles, "stock_occupy")
 	qOrderInsert         = sqlfile.Must(sqlFiles, "order_insert")
 	qLedgerOccupy        = sqlfile.Must(sqlFiles, "ledger_occupy")
 	qCompensationInsert  = sqlfile.Must(sqlFiles, "compensation_insert")

@@ -1,6 +1,7 @@
 package orderstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -17,10 +18,12 @@ import (
 	"github.com/seckill/seckill-operator/workloads/names"
 )
 
-// errNotFast: the batch holds something the set-wise path does not decide
-// (a conflict to quarantine, a row recorded for another message); nothing
-// of it is committed and the batch is run message by message instead.
-var errNotFast = errors.New("batch needs the message-by-message path")
+// errConflict: a message conflicts with what is recorded (a reused id with
+// another payload, a reservation recorded for another message or user, an
+// inbox row committed without its outcome); its item's out and err say
+// how. Nothing of the transaction may commit: a batch is run message by
+// message instead, and the message itself is quarantined (Manual).
+var errConflict = errors.New("a message conflicts with what is recorded")
 
 // distinct tells whether no message id, reservation or user appears twice
 // in items (the set-wise path's statements then never meet each other).
@@ -39,85 +42,45 @@ func distinct(items []Item) bool {
 	return true
 }
 
-// fastItem is one message's progress through batchFast.
-type fastItem struct {
+// txItem is one message's progress through the order transaction's steps.
+type txItem struct {
 	msg     events.OrderCreateRequested
 	hash    []byte
 	fresh   bool // this transaction inserted its inbox row
 	decided bool // out is final
 	out     Outcome
+	err     error     // a conflict (errConflict): out is Manual
 	orderID uuid.UUID // inserted, waiting for its unit
 }
 
-// batchFast is the batch transaction done statement-set by statement-set,
-// each set one pipelined round trip for the whole batch, with the hot SKU
-// row locked only at the end:
-//
-//  1. the inbox rows (inbox first, design.md#inbox);
-//  2. each reservation recorded and locked, or a redelivery's recorded
-//     outcome read;
-//  3. the orders of the reservations still RESERVED (one per user);
-//  4. the rejections decided so far;
-//  5. in one pipeline after a savepoint: every new order's writes
-//     (reservation CAS, ledger, outbox, timer), the inbox rows finished,
-//     and last, per SKU in key order, one update taking all the units the
-//     batch needs — the hot row is locked only from that update to the
-//     commit (takeStockLast);
-//  6. only when a SKU has fewer units left: back to the savepoint; per SKU
-//     lock the row, take what is left, the orders without a unit withdrawn
-//     and rejected as stock exhausted (takeStock), the inbox rows finished;
-//  7. commit.
-//
-// Each message gets the outcome the one-message transaction would give it.
-// Anything that would not be a plain outcome (a payload or state conflict,
-// a failing statement) returns an error before the commit with nothing
-// committed: errNotFast, or the statement's error; an error wrapping
-// errCommit means the commit's outcome is unknown.
+// apply is the order transaction of one message in tx (its own
+// transaction, or its savepoint in a batch): steps with one item.
+func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
+	f := &txItem{msg: msg, hash: hash}
+	if err := c.steps(ctx, tx, []*txItem{f}); err != nil {
+		if errors.Is(err, errConflict) {
+			return f.out, f.err
+		}
+		return Outcome{Action: Retry}, err
+	}
+	return f.out, nil
+}
+
+// batchFast is the set-wise path: every message of a batch (distinct ids,
+// reservations and users) through steps in one transaction, committed.
+// An error wrapping errCommit means the commit's outcome is unknown; any
+// other error means nothing is committed.
 func (c *Consumer) batchFast(ctx context.Context, items []Item, hashes [][]byte) ([]Result, error) {
-	fi := make([]*fastItem, len(items))
+	fi := make([]*txItem, len(items))
 	for i, it := range items {
-		fi[i] = &fastItem{msg: it.Msg, hash: hashes[i]}
+		fi[i] = &txItem{msg: it.Msg, hash: hashes[i]}
 	}
 	tx, err := c.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("beginning order batch: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-
-	if err := c.claimInbox(ctx, tx, fi); err != nil {
-		return nil, err
-	}
-	if err := c.fail("after_inbox_insert"); err != nil {
-		return nil, err
-	}
-	if err := c.readReservations(ctx, tx, fi); err != nil {
-		return nil, err
-	}
-	var tail writes
-	if err := c.insertOrders(ctx, tx, fi, &tail); err != nil {
-		return nil, err
-	}
-	if err := c.fail("after_order_insert"); err != nil {
-		return nil, err
-	}
-	if err := tail.run(ctx, tx); err != nil { // the outcomes decided so far
-		return nil, err
-	}
-	took, err := c.takeStockLast(ctx, tx, fi)
-	if err != nil {
-		return nil, err
-	}
-	if !took { // fewer units left than new orders: lock, split, withdraw
-		var rest writes
-		if err := c.takeStock(ctx, tx, fi, &rest); err != nil {
-			return nil, err
-		}
-		c.finishInbox(fi, &rest)
-		if err := rest.run(ctx, tx); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.fail("after_pg_stock_decrement"); err != nil {
+	if err := c.steps(ctx, tx, fi); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -134,9 +97,73 @@ func (c *Consumer) batchFast(ctx context.Context, items []Item, hashes [][]byte)
 	return res, nil
 }
 
+// steps is the order transaction (design.md#order-transaction), the one
+// implementation every path runs — one message alone (apply), one under
+// its savepoint in a batch, or a whole batch set-wise (batchFast). It runs
+// statement-set by statement-set, each set one pipelined round trip for
+// all of fi, with the hot SKU row locked only at the end:
+//
+//  1. the inbox rows (inbox first, design.md#inbox);
+//  2. each reservation recorded and locked, or a redelivery's recorded
+//     outcome read;
+//  3. the orders of the reservations still RESERVED (one per user);
+//  4. the rejections decided so far;
+//  5. in one pipeline after a savepoint: every new order's writes
+//     (reservation CAS, ledger, outbox, timer), the inbox rows finished,
+//     and last, per SKU in key order, one update taking all the units the
+//     batch needs — the hot row is locked only from that update to the
+//     commit (takeStockLast);
+//  6. only when a SKU has fewer units left: back to the savepoint; per SKU
+//     lock the row, take what is left, the orders without a unit withdrawn
+//     and rejected as stock exhausted (takeStock), the inbox rows finished;
+//  7. commit.
+//
+// Each message gets the outcome of the rules (decided, created, reject);
+// one that conflicts with what is recorded stops the steps with
+// errConflict. A statement's error is returned as it is. Either way
+// nothing of tx may be committed. The failpoints of design.md#failpoints
+// fire at their steps, so each names one state on every path.
+func (c *Consumer) steps(ctx context.Context, tx pgx.Tx, fi []*txItem) error {
+	if err := c.claimInbox(ctx, tx, fi); err != nil {
+		return err
+	}
+	if err := c.fail("after_inbox_insert"); err != nil {
+		return err
+	}
+	if err := c.readReservations(ctx, tx, fi); err != nil {
+		return err
+	}
+	var tail writes
+	if err := c.insertOrders(ctx, tx, fi, &tail); err != nil {
+		return err
+	}
+	if err := c.fail("after_order_insert"); err != nil {
+		return err
+	}
+	if err := tail.run(ctx, tx); err != nil { // the outcomes decided so far
+		return err
+	}
+	took, err := c.takeStockLast(ctx, tx, fi)
+	if err != nil {
+		return err
+	}
+	if !took { // fewer units left than new orders: lock, split, withdraw
+		var rest writes
+		if err := c.takeStock(ctx, tx, fi, &rest); err != nil {
+			return err
+		}
+		c.finishInbox(fi, &rest)
+		if err := rest.run(ctx, tx); err != nil {
+			return err
+		}
+	}
+	// Every statement has run; the COMMIT is next.
+	return c.fail("after_pg_stock_decrement")
+}
+
 // claimInbox inserts every message's inbox row; a row that exists marks a
 // redelivery.
-func (c *Consumer) claimInbox(ctx context.Context, tx pgx.Tx, fi []*fastItem) (err error) {
+func (c *Consumer) claimInbox(ctx context.Context, tx pgx.Tx, fi []*txItem) (err error) {
 	var b pgx.Batch
 	for _, f := range fi {
 		m := f.msg
@@ -160,8 +187,8 @@ func (c *Consumer) claimInbox(ctx context.Context, tx pgx.Tx, fi []*fastItem) (e
 
 // readReservations records and locks each fresh message's reservation and
 // reads each redelivery's recorded outcome; it decides every message that
-// needs no order.
-func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastItem) (err error) {
+// needs no order, and stops with errConflict at one that conflicts.
+func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*txItem) (err error) {
 	var b pgx.Batch
 	for _, f := range fi {
 		m := f.msg
@@ -176,6 +203,7 @@ func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastIt
 	br := tx.SendBatch(ctx, &b)
 	defer closeBatch(br, &err)
 	for _, f := range fi {
+		m := f.msg
 		if !f.fresh {
 			var prior []byte
 			var result string
@@ -183,8 +211,13 @@ func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastIt
 			if err := br.QueryRow().Scan(&prior, &result, &orderID); err != nil {
 				return fmt.Errorf("reading inbox row: %w", err)
 			}
-			if string(prior) != string(f.hash) || result == resultProcessing {
-				return errNotFast
+			switch {
+			case !bytes.Equal(prior, f.hash):
+				return f.conflict(fmt.Errorf("%w: message %s", ErrPayloadConflict, m.MessageID))
+			case result == resultProcessing:
+				// Committed without its outcome: half a transaction
+				// (design.md#commit-unknown), for a person.
+				return f.conflict(fmt.Errorf("%w: the inbox row of %s is committed without its outcome", ErrStateConflict, m.MessageID))
 			}
 			f.decided, f.out = true, Outcome{Action: Ack, Result: result, OrderID: deref(orderID), Redelivered: true}
 			continue
@@ -196,8 +229,8 @@ func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastIt
 		if err := br.QueryRow().Scan(&r.status, &r.orderID, &r.message, &r.user, &r.activity, &r.sku); err != nil {
 			return fmt.Errorf("locking reservation: %w", err)
 		}
-		if !r.matches(f.msg) {
-			return errNotFast
+		if !r.matches(m) {
+			return f.conflict(fmt.Errorf("%w: reservation %s is recorded for another message or user", ErrStateConflict, m.ReservationID))
 		}
 		f.out, f.decided = decided(r.status, r.orderID)
 	}
@@ -207,10 +240,10 @@ func (c *Consumer) readReservations(ctx context.Context, tx pgx.Tx, fi []*fastIt
 // insertOrders rejects the late messages (deadline rejection in force) and
 // inserts an order for every other RESERVED one; a user who already holds
 // an order is rejected.
-func (c *Consumer) insertOrders(ctx context.Context, tx pgx.Tx, fi []*fastItem, tail *writes) (err error) {
+func (c *Consumer) insertOrders(ctx context.Context, tx pgx.Tx, fi []*txItem, tail *writes) (err error) {
 	window := c.fallbackWindow()
 	var b pgx.Batch
-	var want []*fastItem
+	var want []*txItem
 	for _, f := range fi {
 		if f.decided {
 			continue
@@ -260,8 +293,8 @@ const (
 
 // stockGroups lists the undecided new orders per SKU, the SKUs in key order
 // (two batches never wait on each other's rows in opposite order).
-func stockGroups(fi []*fastItem) ([]stockKey, map[stockKey][]*fastItem) {
-	bySKU := map[stockKey][]*fastItem{}
+func stockGroups(fi []*txItem) ([]stockKey, map[stockKey][]*txItem) {
+	bySKU := map[stockKey][]*txItem{}
 	var keys []stockKey
 	for _, f := range fi {
 		if f.decided {
@@ -282,7 +315,7 @@ func stockGroups(fi []*fastItem) ([]stockKey, map[stockKey][]*fastItem) {
 type stockKey struct{ activity, sku int64 }
 
 // finishInbox adds the inbox rows' outcomes to w.
-func (c *Consumer) finishInbox(fi []*fastItem, w *writes) {
+func (c *Consumer) finishInbox(fi []*txItem, w *writes) {
 	for _, f := range fi {
 		if f.fresh {
 			w.add("finishing inbox row", nil, inbox.FinishSQL, c.Group, f.msg.MessageID, f.out.Result, nullable(f.out.OrderID))
@@ -295,7 +328,7 @@ func (c *Consumer) finishInbox(fi []*fastItem, w *writes) {
 // per SKU: one pipeline, the hot row locked from that update to the
 // commit. false (and the savepoint rolled back, the new orders undecided)
 // when a SKU has fewer units left than the batch needs.
-func (c *Consumer) takeStockLast(ctx context.Context, tx pgx.Tx, fi []*fastItem) (bool, error) {
+func (c *Consumer) takeStockLast(ctx context.Context, tx pgx.Tx, fi []*txItem) (bool, error) {
 	keys, bySKU := stockGroups(fi)
 	var w writes
 	w.add("setting a savepoint", nil, sqlSavepoint)
@@ -341,7 +374,7 @@ func (c *Consumer) takeStockLast(ctx context.Context, tx pgx.Tx, fi []*fastItem)
 // other's rows in opposite order), the units the batch's new orders need:
 // the first orders in batch order get them; the others are withdrawn and
 // rejected as stock exhausted.
-func (c *Consumer) takeStock(ctx context.Context, tx pgx.Tx, fi []*fastItem, tail *writes) error {
+func (c *Consumer) takeStock(ctx context.Context, tx pgx.Tx, fi []*txItem, tail *writes) error {
 	keys, bySKU := stockGroups(fi)
 	for _, k := range keys {
 		want := bySKU[k]
@@ -372,6 +405,12 @@ func (c *Consumer) takeStock(ctx context.Context, tx pgx.Tx, fi []*fastItem, tai
 		}
 	}
 	return nil
+}
+
+// conflict stops the steps at f: quarantined with err, nothing committed.
+func (f *txItem) conflict(err error) error {
+	f.decided, f.out, f.err = true, Outcome{Action: Manual, Result: ResultManualReview}, err
+	return errConflict
 }
 
 func onlyOneOrder(tag pgconn.CommandTag) error {

@@ -185,3 +185,29 @@ func TestEveryFailpointOnEveryPath(t *testing.T) {
 		}
 	}
 }
+
+// A redelivery that meets an inbox row committed without its outcome (half
+// a transaction: nothing the steps write commits that) goes to review on
+// every path — quarantined, never answered as a success — and the other
+// messages of its batch are decided as usual.
+func TestRedeliveryMeetingAnInboxRowWithoutItsOutcomeGoesToReview(t *testing.T) {
+	for _, path := range commitPaths {
+		t.Run(path.name, func(t *testing.T) {
+			b := setup(t, 10)
+			items := b.batch(t, path.users...)
+			first := items[0].Msg
+			_, err := b.pool.Exec(context.Background(), `INSERT INTO consumer_inbox (consumer_group, message_id, topic, event_type,
+				reservation_id, request_id, payload_hash, result_code) VALUES ($1, $2, 'seckill-order-create', $3, $4, $5, sha256($6), 'PROCESSING')`,
+				b.c.Group, first.MessageID, first.EventType, first.ReservationID, first.RequestID, items[0].Raw)
+			require.NoError(t, err)
+			res := consume(b.c, items)
+			require.Equal(t, orderstore.Manual, res[0].Outcome.Action, "%v", res[0].Err)
+			require.ErrorIs(t, res[0].Err, orderstore.ErrStateConflict)
+			require.Contains(t, res[0].Err.Error(), "without its outcome")
+			for i, r := range res[1:] {
+				require.Equal(t, orderstore.Ack, r.Outcome.Action, "message %d: %v", i+1, r.Err)
+			}
+			require.Zero(t, b.count(t, `SELECT count(*) FROM orders WHERE reservation_id = $1`, first.ReservationID))
+		})
+	}
+}

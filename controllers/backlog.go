@@ -14,7 +14,7 @@ import (
 // compensation pauses (the flag in activity_control that deadline
 // rejections obey); it resumes once the backlog is younger than half the
 // threshold. The condition remembers the decision.
-func (r *SeckillActivityReconciler) guardBacklog(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, b control.Backlog) error {
+func (r *SeckillActivityReconciler) guardBacklog(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, b control.Backlog) error {
 	threshold := dur(act.Spec.Scaling.CompensationPauseAfter, control.DefaultPauseAfter)
 	wasPaused := conditionTrue(act, seckillv1alpha1.ConditionCompensationPaused)
 	pause, reason := control.GuardDecision(b, threshold, wasPaused)

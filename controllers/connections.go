@@ -324,7 +324,7 @@ func checkTokenKeys(ctx context.Context, r client.Reader, ns, name string, diges
 // Stores opens (and caches) the stores behind a set of endpoints. The
 // schema is migrated once per PostgreSQL, on first use.
 type Stores interface {
-	Open(ctx context.Context, e Endpoints) (*control.Store, error)
+	Open(ctx context.Context, e Endpoints) (ActivityStore, error)
 }
 
 // StoreCache is the real Stores: one pool and one Redis client per distinct
@@ -336,13 +336,13 @@ type StoreCache struct {
 }
 
 // Open returns the stores for e, connecting, pinging and migrating on first use.
-func (c *StoreCache) Open(ctx context.Context, e Endpoints) (*control.Store, error) {
+func (c *StoreCache) Open(ctx context.Context, e Endpoints) (ActivityStore, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := e.key()
 	if s, ok := c.open[k]; ok {
 		if err := ping(ctx, s); err == nil {
-			return s, nil
+			return pgStore{s}, nil
 		}
 		c.close[k]()
 		delete(c.open, k)
@@ -381,7 +381,7 @@ func (c *StoreCache) Open(ctx context.Context, e Endpoints) (*control.Store, err
 		c.open, c.close = map[string]*control.Store{}, map[string]func(){}
 	}
 	c.open[k], c.close[k] = s, closeAll
-	return s, nil
+	return pgStore{s}, nil
 }
 
 // Close closes every cached connection.

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
-	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/pgroles"
 )
 
@@ -68,7 +67,7 @@ func roleIdentity(act *seckillv1alpha1.SeckillActivity) string { return string(a
 // with the role's user and password) in step. Passwords are made once and
 // kept in that Secret; deleting the Secret rotates them (new passwords, the
 // pods roll). It returns a digest of the Secret for the pods' secrets hash.
-func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, e Endpoints) (string, error) {
+func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, e Endpoints) (string, error) {
 	adminDSN := e.PostgresDSN
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ObjectName(act, dbRolesSuffix), Namespace: act.Namespace}}
 	reader := r.APIReader
@@ -109,7 +108,7 @@ func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seck
 		if r.done.fresh(act.UID, "role/"+name, inputs, r.now(), 0) {
 			continue
 		}
-		if err := pgroles.Ensure(ctx, store.Pool, name, role, pw); err != nil {
+		if err := store.EnsureRole(ctx, name, role, pw); err != nil {
 			return "", &connError{ReasonPostgresRoles, err}
 		}
 		r.done.done(act.UID, "role/"+name, inputs, r.now())
@@ -135,9 +134,9 @@ func (r *SeckillActivityReconciler) ensureDBRoles(ctx context.Context, act *seck
 }
 
 // dropDBRoles removes the activity's roles (its archive keeps the data).
-func dropDBRoles(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store) error {
+func dropDBRoles(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore) error {
 	for _, role := range pgroles.Roles() {
-		if err := pgroles.Drop(ctx, store.Pool, pgroles.Name(roleIdentity(act), role)); err != nil {
+		if err := store.DropRole(ctx, pgroles.Name(roleIdentity(act), role)); err != nil {
 			return err
 		}
 	}

@@ -21,7 +21,7 @@ import (
 // Reconciling while the final reconcile run works, and Completed — or
 // Failed when that run reports what it could not repair. It returns when
 // the phase next changes by the clock (zero: not by the clock).
-func (r *SeckillActivityReconciler) lifecycle(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, b control.Backlog, now time.Time) (time.Time, error) {
+func (r *SeckillActivityReconciler) lifecycle(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, b control.Backlog, now time.Time) (time.Time, error) {
 	st := &act.Status
 	prev := st.Phase
 	start, end := act.Spec.Schedule.Start.Time, act.Spec.Schedule.End.Time

@@ -24,7 +24,7 @@ const capacitySettle = 15 * time.Second
 const reasonSuspended = "suspended by spec.scaling.suspendConsumers"
 
 // measure fills the per-SKU counters and the backlog from the stores.
-func (r *SeckillActivityReconciler) measure(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) (control.Backlog, error) {
+func (r *SeckillActivityReconciler) measure(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, now time.Time) (control.Backlog, error) {
 	counts, backlog, err := store.Counts(ctx, act.Spec.ActivityID, skusOf(act), now)
 	if err != nil {
 		return backlog, err
@@ -52,7 +52,7 @@ func (r *SeckillActivityReconciler) measure(ctx context.Context, act *seckillv1a
 // scale reads what the consumers and PostgreSQL report and decides the
 // order-consumer count (scaling.go); the measured capacity and the reason
 // go to status, a change to an event.
-func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, b control.Backlog, now time.Time) int32 {
+func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, b control.Backlog, now time.Time) int32 {
 	st := &act.Status
 	sp := act.Spec.Scaling
 	current := st.DesiredConsumers
@@ -118,7 +118,7 @@ func (r *SeckillActivityReconciler) scale(ctx context.Context, act *seckillv1alp
 
 // sampleDB turns two pg_stat_database samples into PostgreSQL's commit
 // rate; the previous sample is in status (it survives a change of leader).
-func (r *SeckillActivityReconciler) sampleDB(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) {
+func (r *SeckillActivityReconciler) sampleDB(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, now time.Time) {
 	commits, err := store.DBCommits(ctx)
 	if err != nil {
 		return

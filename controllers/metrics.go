@@ -38,7 +38,7 @@ func init() {
 // last look ended is in status, so a new leader goes on from there; runs
 // that finished before the operator first looked at the activity are
 // history, not counted.
-func (r *SeckillActivityReconciler) countRuns(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, last *control.Run) error {
+func (r *SeckillActivityReconciler) countRuns(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, last *control.Run) error {
 	p := progressOf(&act.Status)
 	if p.ReconcileRunsCountedUntil == nil {
 		// The first look. "Nothing yet" is the epoch, not the zero time:

@@ -30,7 +30,7 @@ func currencyOf(act *seckillv1alpha1.SeckillActivity) string {
 
 // provision applies the manifest's stock to PostgreSQL and every Redis
 // bucket, once per generation (a stock increase lands once in both).
-func (r *SeckillActivityReconciler) provision(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store) error {
+func (r *SeckillActivityReconciler) provision(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore) error {
 	var changed []string
 	for _, sku := range skusOf(act) {
 		p, err := store.Provision(ctx, act.Spec.ActivityID, sku, act.Generation)

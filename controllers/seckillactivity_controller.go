@@ -233,7 +233,7 @@ func (r *SeckillActivityReconciler) now() time.Time {
 // open reads the connection Secrets and opens the stores; it also returns
 // the endpoints read (with the digest of the Secrets' values the workloads'
 // pods are rolled on).
-func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity, workloads bool) (*control.Store, Endpoints, error) {
+func (r *SeckillActivityReconciler) open(ctx context.Context, act *seckillv1alpha1.SeckillActivity, workloads bool) (ActivityStore, Endpoints, error) {
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client

@@ -26,7 +26,7 @@ func windowState(spec *seckillv1alpha1.SeckillActivitySpec, now time.Time) (stri
 }
 
 // moveWindow sets the window flag for now and returns when it next changes.
-func (r *SeckillActivityReconciler) moveWindow(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store *control.Store, now time.Time) (time.Time, error) {
+func (r *SeckillActivityReconciler) moveWindow(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, now time.Time) (time.Time, error) {
 	state, next := windowState(&act.Spec, now)
 	err := store.SetWindow(ctx, act.Spec.ActivityID, skusOf(act), control.Settings{Window: state,
 		BusinessDeadline: dur(act.Spec.BusinessDeadline, defaultDeadline), PaymentWindow: dur(act.Spec.PaymentWindow, defaultPaymentWindow),

@@ -44,7 +44,7 @@ func (m *memStore) SetCompensationPaused(_ context.Context, _ int64, paused bool
 func stepActivity() *seckillv1alpha1.SeckillActivity {
 	return &seckillv1alpha1.SeckillActivity{
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n", Generation: 3},
-		Spec: seckillv1alpha1.SeckillActivitySpec{ActivityID: 7, SKUs: []seckillv1alpha1.SKUSpec{{ID: 1, Stock: 10}}},
+		Spec:       seckillv1alpha1.SeckillActivitySpec{ActivityID: 7, SKUs: []seckillv1alpha1.SKUSpec{{ID: 1, Stock: 10}}},
 	}
 }
 

@@ -90,141 +90,237 @@ func (r *saleResult) at(i int) *second {
 
 // sale runs one sale and returns what it measured.
 func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleResult, error) {
-	activity := time.Now().UnixMilli() % 1_000_000_000_000
-	tokenKey := salekit.RandomHex(32)
-	common := salekit.SaleEnv(activity, fmt.Sprintf("%d:%d", sku, c.buckets), tokenKey, gatewayAddr)
-	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, c.stock), "-price", fmt.Sprintf("%d=9900", sku)},
-		{"activity", "window", "-state", "ACTIVE", "-payment-window", "1h"}} {
-		if out, err := salekit.Cmd(bin, common, args...).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("seckill %s %s: %w\n%s", args[0], args[1], err, out)
-		}
-	}
-	pool, err := pgxpool.New(ctx, salekit.Env("SECKILL_PG_DSN"))
-	if err != nil {
+	b := &benchSale{c: c, bin: bin, activity: time.Now().UnixMilli() % 1_000_000_000_000}
+	defer b.close()
+	if err := b.open(ctx, logPath); err != nil {
 		return nil, err
 	}
-	defer pool.Close()
-	// Every run starts where routine maintenance leaves the database: the
-	// dead rows of earlier sales (and tests) vacuumed, so that runs compare.
-	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) event_outbox, consumer_inbox, inventory_reservation, orders, inventory_ledger, sku_inventory`); err != nil {
-		return nil, fmt.Errorf("vacuuming before the sale: %w", err)
-	}
-	roles, err := salekit.NewRoles(bin, common, filepath.Dir(bin))
-	if err != nil {
-		return nil, err
-	}
-	defer roles.Close()
-	rdb := redis.NewClient(salekit.RedisOptions())
-	defer rdb.Close()
-	rs := redisstore.New(rdb)
-
-	logf, err := os.Create(logPath) //nolint:gosec // our report directory
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	var procs salekit.Processes
-	defer procs.Stop()
-	workloads := []string{"gateway", "relay", "projector", "compensator", "scanner"}
-	consumers := make([]string, c.consumers)
-	for i := range consumers {
-		consumers[i] = "consumer"
-	}
-	if !c.ordersAfterLoad {
-		workloads = append(workloads, consumers...)
-	}
-	// The sale's own topics and groups (hack/rocketmq/resources.txt): the
-	// cancel timers of its orders fall due after the run, and on the
-	// production topics they would reach the next sale's canceller.
-	topics := map[string][]string{
-		"gateway":   append([]string{"-create-topic", benchCreate}, strings.Fields(c.gatewayArgs)...),
-		"scanner":   {"-create-topic", benchCreate},
-		"consumer":  {"-create-topic", benchCreate, "-events-topic", benchEvents, "-cancel-topic", benchCancel, "-group", "seckill-bench-sale-consumer"},
-		"relay":     {"-events-topic", benchEvents, "-cancel-topic", benchCancel},
-		"projector": {"-events-topic", benchEvents, "-group", "seckill-bench-sale-projector"},
-	}
-	startAll := func(ws []string) error {
-		for _, w := range ws {
-			args := append([]string{w}, topics[w]...)
-			env := roles.Env(w, common)
-			if w != "gateway" {
-				args = append(args, "-metrics-addr", "0")
-			} else {
-				env = append(env, strings.Fields(c.gatewayEnv)...)
-				if c.profile {
-					env = append(env, "SECKILL_PPROF_ADDR="+pprofAddr)
-				}
-			}
-			if err := procs.Start(bin, env, logf, args...); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := startAll(workloads); err != nil {
+	if err := b.startAll(b.workloads()); err != nil {
 		return nil, err
 	}
 	if err := salekit.WaitHTTP("http://" + gatewayAddr + "/readyz"); err != nil {
 		return nil, err
 	}
+	r, err := b.load(ctx, profPath)
+	if err != nil {
+		return nil, err
+	}
+	if c.ordersAfterLoad { // the orders now, from the broker's backlog
+		if err := b.startAll(b.consumers()); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.awaitOrders(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := b.readOrderLatencies(ctx, r); err != nil {
+		return nil, err
+	}
+	if r.checks, err = saleChecks(ctx, b.pool, b.rs, b.activity, c, b.queued.Load(), int64(r.codes[gateway.CodeQueued]+r.codes[gateway.CodeSoldOut])); err != nil {
+		return nil, err
+	}
+	// The load itself: each buyer's request sent once (a second would be a
+	// replay, counted as a second QUEUED).
+	r.checks = append(r.checks, check{"each buyer's request sent once", r.offered == c.requests, fmt.Sprintf("%d sent of %d", r.offered, c.requests)})
+	for _, ch := range r.checks {
+		if !ch.ok {
+			r.failed = append(r.failed, ch.name+": "+ch.got)
+		}
+	}
+	return r, nil
+}
 
-	// The requests, made before the clock: a new user each, signed tokens.
-	// A buyer is told apart in the results by its URL (?buyer=i, which the
-	// gateway ignores), so that a 503 is retried with the buyer's own request.
-	url := fmt.Sprintf("http://%s/v1/activities/%d/skus/%d/reservations?buyer=", gatewayAddr, activity, sku)
-	targets := make([]vegeta.Target, c.requests)
+// benchSale is one run's sale: what each step sets up for the next.
+type benchSale struct {
+	c        config
+	bin      string
+	activity int64
+	tokenKey string
+	common   []string
+	pool     *pgxpool.Pool
+	rdb      *redis.Client
+	rs       *redisstore.Store
+	roles    *salekit.Roles
+	logf     *os.File
+	procs    salekit.Processes
+	closers  []func()
+	// queued counts the QUEUED answers so far (the backlog sampler reads it).
+	queued atomic.Int64
+	// backlog is QUEUED minus orders at each second of the load (sampler).
+	backlog map[int]int64
+	// stopSampling stops the backlog's sampler and waits for it.
+	stopSampling func()
+}
+
+func (b *benchSale) close() {
+	if b.stopSampling != nil {
+		b.stopSampling()
+	}
+	b.procs.Stop()
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+}
+
+// open provisions and opens the sale, vacuums the tables so that runs
+// compare, makes the workloads' roles, and opens the log.
+func (b *benchSale) open(ctx context.Context, logPath string) error {
+	b.tokenKey = salekit.RandomHex(32)
+	b.common = salekit.SaleEnv(b.activity, fmt.Sprintf("%d:%d", sku, b.c.buckets), b.tokenKey, gatewayAddr)
+	for _, args := range [][]string{{"activity", "provision", "-stock", fmt.Sprintf("%d=%d", sku, b.c.stock), "-price", fmt.Sprintf("%d=9900", sku)},
+		{"activity", "window", "-state", "ACTIVE", "-payment-window", "1h"}} {
+		if out, err := salekit.Cmd(b.bin, b.common, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("seckill %s %s: %w\n%s", args[0], args[1], err, out)
+		}
+	}
+	var err error
+	if b.pool, err = pgxpool.New(ctx, salekit.Env("SECKILL_PG_DSN")); err != nil {
+		return err
+	}
+	b.closers = append(b.closers, b.pool.Close)
+	// Every run starts where routine maintenance leaves the database: the
+	// dead rows of earlier sales (and tests) vacuumed, so that runs compare.
+	if _, err := b.pool.Exec(ctx, `VACUUM (ANALYZE) event_outbox, consumer_inbox, inventory_reservation, orders, inventory_ledger, sku_inventory`); err != nil {
+		return fmt.Errorf("vacuuming before the sale: %w", err)
+	}
+	if b.roles, err = salekit.NewRoles(b.bin, b.common, filepath.Dir(b.bin)); err != nil {
+		return err
+	}
+	b.closers = append(b.closers, b.roles.Close)
+	b.rdb = redis.NewClient(salekit.RedisOptions())
+	b.closers = append(b.closers, func() { _ = b.rdb.Close() })
+	b.rs = redisstore.New(b.rdb)
+	if b.logf, err = os.Create(logPath); err != nil { //nolint:gosec // our report directory
+		return err
+	}
+	b.closers = append(b.closers, func() { _ = b.logf.Close() })
+	return nil
+}
+
+// workloads are the processes started before the load: the consumers too
+// unless they come after it (-orders-after-load).
+func (b *benchSale) workloads() []string {
+	ws := []string{"gateway", "relay", "projector", "compensator", "scanner"}
+	if !b.c.ordersAfterLoad {
+		ws = append(ws, b.consumers()...)
+	}
+	return ws
+}
+
+func (b *benchSale) consumers() []string {
+	cs := make([]string, b.c.consumers)
+	for i := range cs {
+		cs[i] = "consumer"
+	}
+	return cs
+}
+
+// startAll starts ws, each on the sale's own topics and groups
+// (hack/rocketmq/resources.txt: the cancel timers of its orders fall due
+// after the run, and on the production topics they would reach the next
+// sale's canceller).
+func (b *benchSale) startAll(ws []string) error {
+	topics := map[string][]string{
+		"gateway":   append([]string{"-create-topic", benchCreate}, strings.Fields(b.c.gatewayArgs)...),
+		"scanner":   {"-create-topic", benchCreate},
+		"consumer":  {"-create-topic", benchCreate, "-events-topic", benchEvents, "-cancel-topic", benchCancel, "-group", "seckill-bench-sale-consumer"},
+		"relay":     {"-events-topic", benchEvents, "-cancel-topic", benchCancel},
+		"projector": {"-events-topic", benchEvents, "-group", "seckill-bench-sale-projector"},
+	}
+	for _, w := range ws {
+		args := append([]string{w}, topics[w]...)
+		env := b.roles.Env(w, b.common)
+		if w != "gateway" {
+			args = append(args, "-metrics-addr", "0")
+		} else {
+			env = append(env, strings.Fields(b.c.gatewayEnv)...)
+			if b.c.profile {
+				env = append(env, "SECKILL_PPROF_ADDR="+pprofAddr)
+			}
+		}
+		if err := b.procs.Start(b.bin, env, b.logf, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// targets are the requests, made before the clock: a new user each,
+// signed tokens. A buyer is told apart in the results by its URL
+// (?buyer=i, which the gateway ignores), so that a 503 is retried with the
+// buyer's own request.
+func (b *benchSale) targets() []vegeta.Target {
+	url := fmt.Sprintf("http://%s/v1/activities/%d/skus/%d/reservations?buyer=", gatewayAddr, b.activity, sku)
+	targets := make([]vegeta.Target, b.c.requests)
 	exp := time.Now().Add(time.Hour)
 	for i := range targets {
 		user := int64(70_000_000 + i)
 		targets[i] = vegeta.Target{Method: http.MethodPost, URL: url + strconv.Itoa(i),
 			Body: []byte(`{"request_id":"` + ids.NewRandom().String() + `"}`),
-			Header: http.Header{"Authorization": {"Bearer " + gateway.SignToken(user, []byte(tokenKey), exp)},
+			Header: http.Header{"Authorization": {"Bearer " + gateway.SignToken(user, []byte(b.tokenKey), exp)},
 				"Content-Type": {"application/json"}}}
 	}
-	// Open loop at -rate; at -rate 0 a closed loop of -concurrency clients,
-	// each sending its next request when the last is answered: the gateway's
-	// saturation throughput.
-	// Each target is sent once: the pacer stops at -requests (vegeta's
-	// static targeter would start over at the first, a replay counted as a
-	// second QUEUED).
-	pacer := firstN{p: vegeta.Rate{Freq: c.rate, Per: time.Second}, n: uint64(c.requests)}
+	return targets
+}
+
+// attacker paces the load: an open loop at -rate; at -rate 0 a closed loop
+// of -concurrency clients, each sending its next request when the last is
+// answered (the gateway's saturation throughput). Each target is sent
+// once: the pacer stops at -requests (vegeta's static targeter would start
+// over at the first, a replay counted as a second QUEUED). dur is the
+// load's planned length (0 for the closed loop).
+func (b *benchSale) attacker() (a *vegeta.Attacker, pacer firstN, dur time.Duration) {
+	c := b.c
+	pacer = firstN{p: vegeta.Rate{Freq: c.rate, Per: time.Second}, n: uint64(c.requests)}
 	workers, maxWorkers := uint64(64), uint64(4096)
-	dur := time.Duration(float64(c.requests) / float64(max(1, c.rate)) * float64(time.Second))
+	dur = time.Duration(float64(c.requests) / float64(max(1, c.rate)) * float64(time.Second))
 	if c.rate == 0 {
 		pacer.p, dur = nil, 0
 		workers, maxWorkers = uint64(c.concurrency), uint64(c.concurrency)
 	}
-	attacker := vegeta.NewAttacker(vegeta.Timeout(30*time.Second), vegeta.KeepAlive(true),
-		vegeta.Workers(workers), vegeta.MaxWorkers(maxWorkers), vegeta.Connections(1024), vegeta.MaxBody(4096))
+	return vegeta.NewAttacker(vegeta.Timeout(30*time.Second), vegeta.KeepAlive(true),
+		vegeta.Workers(workers), vegeta.MaxWorkers(maxWorkers), vegeta.Connections(1024), vegeta.MaxBody(4096)), pacer, dur
+}
 
-	r := &saleResult{codes: map[string]int{}, reserve: newHist(), toOrder: newHist()}
-	var queued atomic.Int64
-	start := time.Now()
-	r.start = start
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	defer stopSampling()
-	var sampling sync.WaitGroup
-	sampling.Add(1)
-	backlog := map[int]int64{}
-	go func() { // the backlog, each second
-		defer sampling.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-sampleCtx.Done():
-				return
-			case now := <-t.C:
-				var orders int64
-				qctx, cancel := context.WithTimeout(sampleCtx, 900*time.Millisecond)
-				err := pool.QueryRow(qctx, `SELECT count(*) FROM orders WHERE activity_id = $1`, activity).Scan(&orders)
-				cancel()
-				if err == nil {
-					backlog[int(now.Sub(start)/time.Second)-1] = queued.Load() - orders
-				}
+// sampleBacklog records, each second until ctx ends, QUEUED minus orders.
+func (b *benchSale) sampleBacklog(ctx context.Context, start time.Time) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			var orders int64
+			qctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
+			err := b.pool.QueryRow(qctx, `SELECT count(*) FROM orders WHERE activity_id = $1`, b.activity).Scan(&orders)
+			cancel()
+			if err == nil { // a sample missed is a gap in the plot, not a figure
+				b.backlog[int(now.Sub(start)/time.Second)-1] = b.queued.Load() - orders
 			}
 		}
-	}()
+	}
+}
+
+// load runs the buyers with the backlog sampler, the gateway's profile and
+// the fault beside them, and counts every answer, per second.
+func (b *benchSale) load(ctx context.Context, profPath string) (*saleResult, error) {
+	c := b.c
+	targets := b.targets()
+	attacker, pacer, dur := b.attacker()
+	r := &saleResult{codes: map[string]int{}, reserve: newHist(), toOrder: newHist()}
+	start := time.Now()
+	r.start = start
+	// The sampler runs until the orders are in (awaitOrders stops it).
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	b.backlog = map[int]int64{}
+	var sampling sync.WaitGroup
+	sampling.Add(1)
+	go func() { defer sampling.Done(); b.sampleBacklog(sampleCtx, start) }()
+	b.stopSampling = func() {
+		stopSampling()
+		sampling.Wait()
+	}
 	profiled := make(chan error, 1)
 	if c.profile { // the gateway's CPU, from a third into the load
 		wait, length := dur/3, min(10*time.Second, max(time.Second, dur/3))
@@ -237,22 +333,41 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	}
 	faulted := make(chan error, 1)
 	if c.fault != "" {
-		go func() { faulted <- injectFault(c, &procs, dur/3, r) }()
+		go func() { faulted <- injectFault(c, &b.procs, dur/3, r) }()
 	} else {
 		faulted <- nil
 	}
-	cpu0, err := loadCPU(ctx, procs.Pid("gateway"), rdb)
+	cpu0, err := loadCPU(ctx, b.procs.Pid("gateway"), b.rdb)
 	if err != nil {
 		return nil, err
 	}
+	if err := b.collect(r, attacker, pacer, targets, start); err != nil {
+		return nil, err
+	}
+	if err := <-faulted; err != nil {
+		return nil, err
+	}
+	cpu1, err := loadCPU(ctx, b.procs.Pid("gateway"), b.rdb)
+	if err != nil {
+		return nil, err
+	}
+	r.gatewayCPU, r.redisCPU = cpu1.gateway-cpu0.gateway, cpu1.redis-cpu0.redis
+	if err := <-profiled; err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// collect sends the attack and counts the results of the buyers' first
+// requests and of their retries, in one stream. pending holds one unit per
+// result not yet counted and per retry not yet answered: a retry is added
+// before the result that caused it is done, so the stream ends only when
+// every buyer has a final answer.
+func (b *benchSale) collect(r *saleResult, attacker *vegeta.Attacker, pacer firstN, targets []vegeta.Target, start time.Time) error {
+	c := b.c
 	var answer struct {
 		Code string `json:"code"`
 	}
-	// The results of the buyers' first requests and of their retries, in
-	// one stream. pending holds one unit per result not yet counted and per
-	// retry not yet answered: a retry is added before the result that
-	// caused it is done, so the stream ends only when every buyer has a
-	// final answer.
 	results := make(chan *vegeta.Result, 1024)
 	var pending sync.WaitGroup
 	loadTook := make(chan time.Duration, 1)
@@ -269,10 +384,15 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 	}()
 	retries := newRetrier(targets, results)
 	attempts := make([]int, c.requests) // retries sent, per buyer
+	var bad error
 	for res := range results {
 		buyer, err := strconv.Atoi(res.URL[strings.LastIndexByte(res.URL, '=')+1:])
 		if err != nil || buyer < 0 || buyer >= c.requests {
-			return nil, fmt.Errorf("a result for no buyer: %q", res.URL)
+			if bad == nil {
+				bad = fmt.Errorf("a result for no buyer: %q", res.URL)
+			}
+			pending.Done()
+			continue
 		}
 		s := r.at(int(res.Timestamp.Sub(start) / time.Second))
 		if attempts[buyer] == 0 {
@@ -283,13 +403,12 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 			s.retried++
 		}
 		us := max(1, min(histMax, res.Latency.Microseconds()))
-		_ = r.reserve.RecordValue(us)
+		_ = r.reserve.RecordValue(us) // within the histogram's range: never an error
 		_ = s.reserve.RecordValue(us)
 		answer.Code = ""
 		transport := res.Error != "" && res.Code == 0
 		if !transport {
-			_ = json.Unmarshal(res.Body, &answer)
-			if answer.Code == "" {
+			if json.Unmarshal(res.Body, &answer) != nil || answer.Code == "" {
 				answer.Code = "HTTP_" + strconv.Itoa(int(res.Code))
 			}
 		}
@@ -307,71 +426,64 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		}
 		if answer.Code == gateway.CodeQueued {
 			s.queued++
-			queued.Add(1)
+			b.queued.Add(1)
 			r.queuedAt = append(r.queuedAt, res.Timestamp.Add(res.Latency))
 		}
 		pending.Done()
 	}
 	r.loadTook = <-loadTook
-	if err := <-faulted; err != nil {
-		return nil, err
-	}
-	cpu1, err := loadCPU(ctx, procs.Pid("gateway"), rdb)
-	if err != nil {
-		return nil, err
-	}
-	r.gatewayCPU, r.redisCPU = cpu1.gateway-cpu0.gateway, cpu1.redis-cpu0.redis
-	if err := <-profiled; err != nil {
-		return nil, err
-	}
-	if c.ordersAfterLoad { // the orders now, from the broker's backlog
-		if err := startAll(consumers); err != nil {
-			return nil, err
-		}
-	}
+	return bad
+}
 
-	// Every queued reservation becomes an order (the SKU's stock is the
-	// same in Redis and PostgreSQL), or the settle timeout.
-	deadline := time.Now().Add(c.timeout)
+// awaitOrders waits until every queued reservation is an order (the SKU's
+// stock is the same in Redis and PostgreSQL) and none is open in Redis, or
+// the settle timeout; then it takes the backlog's last sample.
+func (b *benchSale) awaitOrders(ctx context.Context, r *saleResult) error {
+	deadline := time.Now().Add(b.c.timeout)
 	for {
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1`, activity).Scan(&r.orders); err != nil {
-			return nil, err
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE activity_id = $1`, b.activity).Scan(&r.orders); err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
 			break
 		}
-		if r.orders >= queued.Load() && openReserved(ctx, rs, activity, c.buckets) == 0 {
+		if r.orders >= b.queued.Load() && openReserved(ctx, b.rs, b.activity, b.c.buckets) == 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(1100 * time.Millisecond) // the backlog's last sample
-	stopSampling()
-	sampling.Wait()
-	for i, b := range backlog {
+	b.stopSampling()
+	for i, v := range b.backlog {
 		if i >= 0 {
-			r.at(i).backlog, r.at(i).sampled = b, true
+			r.at(i).backlog, r.at(i).sampled = v, true
 		}
 	}
+	return nil
+}
 
-	rows, err := pool.Query(ctx, `SELECT extract(epoch FROM r.reserved_at)::float8, extract(epoch FROM o.created_at - r.reserved_at)::float8, extract(epoch FROM o.created_at)::float8
-		FROM orders o JOIN inventory_reservation r USING (reservation_id) WHERE o.activity_id = $1`, activity)
+// readOrderLatencies reads every order's reservation → order time into the
+// histograms (the whole run's, its second's, the fault's worst) and when
+// the last order was made.
+func (b *benchSale) readOrderLatencies(ctx context.Context, r *saleResult) error {
+	rows, err := b.pool.Query(ctx, `SELECT extract(epoch FROM r.reserved_at)::float8, extract(epoch FROM o.created_at - r.reserved_at)::float8, extract(epoch FROM o.created_at)::float8
+		FROM orders o JOIN inventory_reservation r USING (reservation_id) WHERE o.activity_id = $1`, b.activity)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	defer rows.Close()
+	startS := float64(r.start.UnixNano()) / 1e9
 	var last float64
 	for rows.Next() {
 		var reservedAt, took, created float64
 		if err := rows.Scan(&reservedAt, &took, &created); err != nil {
-			rows.Close()
-			return nil, err
+			return err
 		}
 		us := max(1, min(histMax, int64(took*1e6)))
-		_ = r.toOrder.RecordValue(us)
+		_ = r.toOrder.RecordValue(us) // within the histogram's range: never an error
 		if at := time.Unix(0, int64(reservedAt*1e9)); !r.faultFrom.IsZero() && !at.Before(r.faultFrom) && !at.After(r.faultTo) {
 			r.faultToOrderMax = max(r.faultToOrderMax, took*1000)
 		}
-		startS := float64(start.UnixNano()) / 1e9
 		if i := int(reservedAt - startS); i >= 0 {
 			_ = r.at(i).toOrder.RecordValue(us)
 		}
@@ -380,24 +492,11 @@ func sale(ctx context.Context, c config, bin, logPath, profPath string) (*saleRe
 		}
 		last = max(last, created)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	r.settled = time.Duration((last - float64(start.UnixNano())/1e9) * float64(time.Second))
-	r.checks, err = saleChecks(ctx, pool, rs, activity, c, queued.Load(), int64(r.codes[gateway.CodeQueued]+r.codes[gateway.CodeSoldOut]))
-	if err != nil {
-		return nil, err
-	}
-	// The load itself: each buyer's request sent once (a second would be a
-	// replay, counted as a second QUEUED).
-	r.checks = append(r.checks, check{"each buyer's request sent once", r.offered == c.requests, fmt.Sprintf("%d sent of %d", r.offered, c.requests)})
-	for _, ch := range r.checks {
-		if !ch.ok {
-			r.failed = append(r.failed, ch.name+": "+ch.got)
-		}
-	}
-	return r, nil
+	r.settled = time.Duration((last - startS) * float64(time.Second))
+	return nil
 }
 
 // saleChecks are the sale's promises: every invariant (package invariants,

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
@@ -368,6 +369,52 @@ func TestStockIncreaseIsAppliedOnce(t *testing.T) {
 	require.Equal(t, "1/150", a.Status.Sold)
 }
 
+// The annotation seckill.io/reconcile=paused stops the operator touching
+// the activity (a person doing a recount): a stock increase waits, the
+// status says why; removing it applies what waited.
+func TestReconcilePausedByAnnotation(t *testing.T) {
+	needsAPIServer(t)
+	s := newSale(t, "reconcile-paused", nil)
+	s.eventually("provisioned", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionStockProvisioned).Status == metav1.ConditionTrue
+	})
+	setPaused := func(on bool) {
+		s.update(func(a *seckillv1alpha1.SeckillActivity) {
+			if a.Annotations == nil {
+				a.Annotations = map[string]string{}
+			}
+			if on {
+				a.Annotations[seckillv1alpha1.AnnotationReconcile] = seckillv1alpha1.ReconcilePausedValue
+			} else {
+				delete(a.Annotations, seckillv1alpha1.AnnotationReconcile)
+			}
+		})
+	}
+	setPaused(true)
+	s.eventually("paused shown", func(a *seckillv1alpha1.SeckillActivity) bool {
+		return condition(a, seckillv1alpha1.ConditionReconcilePaused).Status == metav1.ConditionTrue
+	})
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.SKUs[1].Stock = 40 })
+	time.Sleep(2 * time.Second) // passes that must change nothing
+	initial, _ := s.pgInventory(90002)
+	require.Equal(t, int64(20), initial, "nothing provisioned while paused")
+	a := s.get()
+	require.Less(t, a.Status.ObservedGeneration, a.Generation, "the new generation is not judged while paused")
+	require.Equal(t, status.InProgressStatus, kstatusOf(t, a))
+	require.NotEmpty(t, s.events("ReconcilePaused"))
+
+	setPaused(false)
+	gen := s.get().Generation
+	s.eventually("resumed and provisioned", func(a *seckillv1alpha1.SeckillActivity) bool {
+		c := condition(a, seckillv1alpha1.ConditionStockProvisioned)
+		return condition(a, seckillv1alpha1.ConditionReconcilePaused).Status == metav1.ConditionFalse &&
+			c.Status == metav1.ConditionTrue && c.ObservedGeneration == gen
+	})
+	initial, _ = s.pgInventory(90002)
+	require.Equal(t, int64(40), initial)
+	require.NotEmpty(t, s.events("ReconcileResumed"))
+}
+
 // Pausing in the manifest pauses the gateway (window flag PAUSED) and the
 // phase; resuming opens it again.
 func TestPauseAndResume(t *testing.T) {
@@ -545,10 +592,15 @@ func TestLifecycleThroughCompleted(t *testing.T) {
 	s := newSale(t, "lifecycle", func(a *seckillv1alpha1.SeckillActivity) {
 		a.Spec.Schedule.End = metav1.NewTime(end)
 	})
-	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
-	a := s.eventually("reconciling after the end", func(a *seckillv1alpha1.SeckillActivity) bool {
+	a := s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
+	// No kubelet here: the workloads' pods never get ready (the real
+	// cluster's e2e sees Current while the sale sells).
+	require.Equal(t, status.InProgressStatus, kstatusOf(t, a))
+	require.Equal(t, "WaitingForWorkloads", condition(a, seckillv1alpha1.ConditionReconciling).Reason)
+	a = s.eventually("reconciling after the end", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return a.Status.Phase == seckillv1alpha1.PhaseReconciling
 	})
+	require.Equal(t, status.InProgressStatus, kstatusOf(t, a))
 	_, windows := s.redisStock(90001, 4)
 	require.True(t, allSame(windows, redisstore.WindowEnded), "%v", windows)
 	var job batchv1.Job
@@ -565,6 +617,8 @@ func TestLifecycleThroughCompleted(t *testing.T) {
 	require.NoError(t, k8sClient.Status().Update(testCtx, &job))
 	a = s.eventually("completed", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseCompleted })
 	require.Equal(t, metav1.ConditionTrue, condition(a, seckillv1alpha1.ConditionReconciled).Status)
+	require.Equal(t, status.CurrentStatus, kstatusOf(t, a))
+	require.Equal(t, metav1.ConditionTrue, condition(a, seckillv1alpha1.ConditionReady).Status)
 	// Completed: the Redis keys now expire after the retention (default 168h).
 	require.Eventually(t, func() bool {
 		ttl, err := s.rdb.PTTL(testCtx, redisstore.SKUSlot(s.activity, 90002).Stock()).Result()
@@ -646,13 +700,18 @@ func TestConnectionFailureIsAConditionAndRecovers(t *testing.T) {
 		return c.Status == metav1.ConditionTrue && c.Reason == ReasonPostgresUnreachable
 	})
 	require.Contains(t, condition(a, seckillv1alpha1.ConditionDegraded).Message, "PostgreSQL")
+	require.Equal(t, status.FailedStatus, kstatusOf(t, a), "GitOps tools see the broken Secret as Failed")
+	require.Equal(t, ReasonPostgresUnreachable, condition(a, seckillv1alpha1.ConditionStalled).Reason)
 	require.NoError(t, k8sClient.Get(testCtx, skey, &sec))
 	sec.Data["pg-dsn"] = []byte(good)
 	require.NoError(t, k8sClient.Update(testCtx, &sec))
-	s.eventually("recovered", func(a *seckillv1alpha1.SeckillActivity) bool {
+	a = s.eventually("recovered", func(a *seckillv1alpha1.SeckillActivity) bool {
 		return condition(a, seckillv1alpha1.ConditionDegraded).Status == metav1.ConditionFalse &&
 			condition(a, seckillv1alpha1.ConditionStockProvisioned).ObservedGeneration == a.Generation
 	})
+	// No kubelet here: the workloads never get ready, so the operator is
+	// still working (InProgress), no longer Failed.
+	require.Equal(t, status.InProgressStatus, kstatusOf(t, a))
 	initial, _ := s.pgInventory(90002)
 	require.Equal(t, int64(21), initial)
 }

@@ -104,13 +104,19 @@ func (r *SeckillActivityReconciler) forget(act *seckillv1alpha1.SeckillActivity)
 //  8. the lifecycle phase, the final reconcile, events (lifecycle.go).
 //
 // Every path ends with the status patched: a step that fails marks the
-// activity Degraded and requeues after ConnRetry (degraded), or — for an
-// error of the API server itself — patches what the pass learned and
-// returns the error for controller-runtime's backoff (failed).
+// activity Degraded and Stalled and requeues after ConnRetry (degraded),
+// or — for an error of the API server itself — patches what the pass
+// learned and returns the error for controller-runtime's backoff (failed).
+// A completed pass (success or degraded) sets Ready, Reconciling and
+// Stalled and status.observedGeneration (health.go). With the annotation
+// seckill.io/reconcile=paused the pass does nothing but say so.
 func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var act seckillv1alpha1.SeckillActivity
 	if err := r.Get(ctx, req.NamespacedName, &act); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if reconcilePaused(&act) {
+		return r.holdForPerson(ctx, &act)
 	}
 	if !act.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &act)
@@ -121,6 +127,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 	before := act.DeepCopy()
+	r.resumeAfterPerson(&act)
 	st := &act.Status
 	observeSpec(&act, st)
 	now := r.now()
@@ -186,6 +193,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		return r.failed(ctx, before, &act, err)
 	}
+	health(&act, nil)
 	if err := r.patchStatus(ctx, before, &act); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -256,6 +264,7 @@ func (r *SeckillActivityReconciler) degraded(ctx context.Context, before, act *s
 	if prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason != reason {
 		r.Recorder.Eventf(act, nil, corev1.EventTypeWarning, reason, "Degrade", "%s", cause.Error())
 	}
+	health(act, cause)
 	if err := r.patchStatus(ctx, before, act); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -292,7 +301,6 @@ func observeSpec(act *seckillv1alpha1.SeckillActivity, st *seckillv1alpha1.Secki
 	if meta.FindStatusCondition(st.Conditions, seckillv1alpha1.ConditionStockProvisioned) == nil {
 		setCondition(act, seckillv1alpha1.ConditionStockProvisioned, false, "NotProvisioned", "stock has not been provisioned yet")
 	}
-	st.ObservedGeneration = act.Generation
 }
 
 func findSKU(list []seckillv1alpha1.SKUStatus, id int64) seckillv1alpha1.SKUStatus {
@@ -320,12 +328,10 @@ func dur(d *metav1.Duration, def time.Duration) time.Duration {
 	return d.Duration
 }
 
-// patchStatus patches the status when it changed (optimistic lock: a
+// patchStatus patches the status when it changed (each condition carries
+// the generation it was evaluated for, set by setCondition) (optimistic lock: a
 // conflict is returned and the reconcile is retried).
 func (r *SeckillActivityReconciler) patchStatus(ctx context.Context, before, act *seckillv1alpha1.SeckillActivity) error {
-	for i := range act.Status.Conditions {
-		act.Status.Conditions[i].ObservedGeneration = act.Generation
-	}
 	if equality.Semantic.DeepEqual(before.Status, act.Status) {
 		return nil
 	}

@@ -356,14 +356,40 @@ const (
 	PhaseFailed       Phase = "Failed"
 )
 
-// Condition types.
+// Condition types. Ready, Reconciling and Stalled are the ones GitOps
+// tools read (kstatus: Reconciling True is InProgress, Stalled True is
+// Failed, neither with status.observedGeneration current is Current;
+// Flux and `kubectl wait --for=condition=Ready` read Ready).
 const (
+	// ConditionReady is True when the current generation is provisioned and
+	// its workloads are ready (Scheduled, Active, Paused), or the sale is
+	// Completed.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the operator works toward Ready
+	// (provisioning, waiting for pods, draining, the final reconcile).
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the last pass ended on a failure that
+	// will not pass by waiting alone (a Secret, a store, the image, a stock
+	// decrease), with its reason; the operator retries.
+	ConditionStalled = "Stalled"
+	// ConditionReconcilePaused is True while AnnotationReconcile is
+	// "paused": the operator changes nothing of the activity.
+	ConditionReconcilePaused    = "ReconcilePaused"
 	ConditionStockProvisioned   = "StockProvisioned"
 	ConditionWorkloadsReady     = "WorkloadsReady"
 	ConditionBacklogHealthy     = "BacklogHealthy"
 	ConditionCompensationPaused = "CompensationPaused"
 	ConditionReconciled         = "Reconciled"
 	ConditionDegraded           = "Degraded"
+)
+
+// AnnotationReconcile set to ReconcilePausedValue stops the operator
+// touching the activity — its stores, workloads and phase — until removed
+// (for a person doing a recount); status shows ConditionReconcilePaused.
+// spec.paused pauses the sale, not the operator.
+const (
+	AnnotationReconcile  = "seckill.io/reconcile"
+	ReconcilePausedValue = "paused"
 )
 
 // SKUStatus is one SKU's counters.
@@ -389,6 +415,8 @@ type ReconcileSummary struct {
 type SeckillActivityStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
+	// ObservedGeneration is the generation the last completed pass judged
+	// (Ready, Reconciling and Stalled are about it).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// +listType=map
@@ -459,6 +487,7 @@ type CounterSample struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ska;seckill,categories=seckill
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Sold",type=string,JSONPath=`.status.sold`
 // +kubebuilder:printcolumn:name="Backlog(s)",type=integer,JSONPath=`.status.oldestBacklogAgeSeconds`
 // +kubebuilder:printcolumn:name="Consumers",type=integer,JSONPath=`.status.readyConsumers`

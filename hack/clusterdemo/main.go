@@ -62,6 +62,10 @@ func report(r *clustersale.Result) {
 	for _, p := range r.Phases {
 		fmt.Println("  " + p)
 	}
+	fmt.Println("\nhealth as GitOps tools read it (kstatus; kubectl wait --for=condition=Ready)")
+	for _, h := range r.Health {
+		fmt.Println("  " + h)
+	}
 	fmt.Println("\norder consumers over time (the operator's decisions)")
 	fmt.Printf("  %6s  %7s  %5s  %-12s  %s\n", "at", "desired", "ready", "compensation", "why")
 	for _, s := range r.Consumers {

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,10 +35,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
@@ -108,7 +111,12 @@ type Result struct {
 	Namespace string
 	Phases    []string // "Phase at +12s"
 	Seen      map[seckillv1alpha1.Phase]bool
-	Consumers []Sample
+	// Health is what GitOps tools made of the activity (kstatus), as it
+	// changed: "Failed at +3s (SecretMissing)"; HealthSeen what it was at
+	// the moments the run judges (kstatusAt).
+	Health     []string
+	HealthSeen map[string]status.Status
+	Consumers  []Sample
 	// ScaledUp/ScaledDown: the operator itself raised the consumer count
 	// from a backlog, and lowered it again after the stabilization.
 	ScaledUp, ScaledDown bool
@@ -148,18 +156,23 @@ type run struct {
 	act        *seckillv1alpha1.SeckillActivity
 	tokenKey   []byte
 	base       string
+	// fixSecret adds the key apply left out of the Secret.
+	fixSecret func(context.Context) error
 
 	mu  sync.Mutex
 	res *Result
 	// lastPhase: the last phase recorded (under mu).
 	lastPhase seckillv1alpha1.Phase
+	// lastHealth: the last kstatus recorded (under mu).
+	lastHealth status.Status
 }
 
 // Run runs the sale; it returns an error when a step could not be carried
 // out (the cluster, helm, a phase never reached), and otherwise the result,
 // whose Checks say whether the invariants held.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	r := &run{o: o, start: time.Now(), res: &Result{Answers: map[string]int{}, Seen: map[seckillv1alpha1.Phase]bool{}}}
+	r := &run{o: o, start: time.Now(), res: &Result{Answers: map[string]int{}, Seen: map[seckillv1alpha1.Phase]bool{},
+		HealthSeen: map[string]status.Status{}}}
 	if r.o.Logf == nil {
 		r.o.Logf = func(string, ...any) {}
 	}
@@ -195,7 +208,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	go func() { defer close(watched); r.watch(watchCtx) }()
 	defer func() { stopWatch(); <-watched }()
 
-	err = r.sale(ctx)
+	err = r.brokenSecretFirst(ctx)
+	if err == nil {
+		err = r.sale(ctx)
+	}
 	if err == nil {
 		err = r.finish(ctx)
 	}
@@ -344,8 +360,22 @@ func (r *run) apply(ctx context.Context) error {
 			"pg-dsn": dsn, "pg-ca.crt": string(ca), "rmq-ca.crt": string(r.o.RocketMQCA), "redis-ca.crt": string(r.o.RedisCA), "rmq-access-key": r.o.RMQAccessKey, "rmq-secret-key": r.o.RMQSecretKey, "redis-username": r.o.RedisUsername, "redis-password": r.o.RedisPassword, "redis-addrs": onNode(r.o.RedisAddr), "rmq-endpoint": onNode(r.o.RMQEndpoint), "rmq-namesrv": onNode(r.o.RMQNameServer),
 			"id-keys": "1:" + strings.ReplaceAll(ids.NewRandom().String()+ids.NewRandom().String(), "-", ""), "token-key": string(r.tokenKey),
 		}}
+	// First without its token key, as a hurried person would write it:
+	// the activity must read as Failed to GitOps tools, naming the key,
+	// until the Secret is fixed (brokenSecretFirst).
+	tokenKey := secret.StringData["token-key"]
+	delete(secret.StringData, "token-key")
 	if err := r.c.Create(ctx, secret); err != nil {
 		return err
+	}
+	r.fixSecret = func(ctx context.Context) error {
+		var sec corev1.Secret
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(secret), &sec); err != nil {
+			return err
+		}
+		sec.StringData = map[string]string{"token-key": tokenKey}
+		r.logf("the Secret fixed: its token-key added")
+		return r.c.Update(ctx, &sec)
 	}
 	ref := func(key string) corev1.SecretKeySelector {
 		return corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret.Name}, Key: key}
@@ -432,8 +462,12 @@ func (r *run) watch(ctx context.Context) {
 			}
 			s := Sample{At: time.Since(r.start).Round(time.Second), Desired: st.DesiredConsumers, Ready: ready, Reason: st.ScalingReason,
 				CompensationStop: meta.IsStatusConditionTrue(st.Conditions, seckillv1alpha1.ConditionCompensationPaused)}
+			health, healthErr := kstatusOf(&a)
 			r.mu.Lock()
 			r.notePhase(st)
+			if healthErr == nil {
+				r.noteHealth(health)
+			}
 			if first || s.Desired != last.Desired || s.Ready != last.Ready || s.CompensationStop != last.CompensationStop {
 				r.res.Consumers = append(r.res.Consumers, s)
 				r.logf("consumers desired %d ready %d, compensation paused %v: %s", s.Desired, s.Ready, s.CompensationStop, s.Reason)
@@ -503,6 +537,52 @@ func (r *run) notePhase(st seckillv1alpha1.SeckillActivityStatus) {
 	r.lastPhase = st.Phase
 }
 
+// kstatusOf is what Argo CD, Flux and kstatus-based tools make of a.
+func kstatusOf(a *seckillv1alpha1.SeckillActivity) (*status.Result, error) {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	if err != nil {
+		return nil, err
+	}
+	return status.Compute(&unstructured.Unstructured{Object: obj})
+}
+
+// noteHealth records a kstatus change (r.mu held).
+func (r *run) noteHealth(h *status.Result) {
+	if h.Status == r.lastHealth {
+		return
+	}
+	r.res.Health = append(r.res.Health, fmt.Sprintf("%s at +%.0fs (%s)", h.Status, time.Since(r.start).Seconds(), h.Message))
+	r.logf("kstatus %s: %s", h.Status, h.Message)
+	r.lastHealth = h.Status
+}
+
+// kstatusAt reads the activity's kstatus now and keeps it under moment.
+func (r *run) kstatusAt(ctx context.Context, moment string) status.Status {
+	var a seckillv1alpha1.SeckillActivity
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(r.act), &a); err != nil {
+		return status.UnknownStatus
+	}
+	h, err := kstatusOf(&a)
+	if err != nil {
+		return status.UnknownStatus
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.HealthSeen[moment] = h.Status
+	return h.Status
+}
+
+// brokenSecretFirst waits until the activity applied with a Secret that
+// lacks a key reads Failed (kstatus: Stalled), then fixes the Secret.
+func (r *run) brokenSecretFirst(ctx context.Context) error {
+	if err := r.until(ctx, "Failed with the broken Secret", time.Minute, func() bool {
+		return r.kstatusAt(ctx, "broken Secret") == status.FailedStatus
+	}); err != nil {
+		return err
+	}
+	return r.fixSecret(ctx)
+}
+
 func (r *run) seen(p seckillv1alpha1.Phase) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -542,6 +622,11 @@ func (r *run) sale(ctx context.Context) error {
 	}
 	r.base = fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
 	r.logf("every workload Ready; buyers go to the gateway Service %s (kube-proxy)", r.base)
+	r.logf("kubectl wait --for=condition=Ready seckillactivity/%s", r.act.Name)
+	if _, err := r.cmd(ctx, r.kubectl, "-n", r.act.Namespace, "wait", "--for=condition=Ready", "seckillactivity/"+r.act.Name, "--timeout=2m"); err != nil {
+		return err
+	}
+	r.kstatusAt(ctx, "selling")
 	if r.o.RMQNameServer != "" {
 		r.checkOwnMessaging(ctx)
 	}
@@ -727,6 +812,7 @@ func (r *run) finish(ctx context.Context) error {
 	if r.seen(seckillv1alpha1.PhaseFailed) {
 		return errors.New("the activity ended Failed: the final reconcile left anomalies")
 	}
+	r.kstatusAt(ctx, "completed")
 	var jobs batchv1.JobList
 	if err := r.c.List(ctx, &jobs, client.InNamespace(r.act.Namespace), client.MatchingLabels{"app.kubernetes.io/instance": r.act.Name}); err != nil {
 		return err
@@ -806,6 +892,15 @@ func (r *run) checks(ctx context.Context) error {
 	r.check("one order per accepted reservation", orders == queued, fmt.Sprintf("%d orders, %d QUEUED", orders, queued))
 	r.check("final reconcile Job ran as a pod and exited 0", r.res.FinalJobSucceeded, fmt.Sprintf("%v", r.res.FinalJobSucceeded))
 	r.check("final reconcile clean (nothing for manual review)", clean, rec)
+	r.mu.Lock()
+	seen := fmt.Sprintf("broken Secret %s, selling %s, completed %s; changes %s", r.res.HealthSeen["broken Secret"],
+		r.res.HealthSeen["selling"], r.res.HealthSeen["completed"], strings.Join(r.res.Health, ", "))
+	ok := r.res.HealthSeen["broken Secret"] == status.FailedStatus && r.res.HealthSeen["selling"] == status.CurrentStatus &&
+		r.res.HealthSeen["completed"] == status.CurrentStatus && slices.ContainsFunc(r.res.Health, func(h string) bool {
+		return strings.HasPrefix(h, string(status.InProgressStatus))
+	})
+	r.mu.Unlock()
+	r.check("GitOps health (kstatus): Failed with a broken Secret, InProgress while provisioning, Current while selling and when Completed", ok, seen)
 	return nil
 }
 

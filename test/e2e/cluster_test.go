@@ -45,7 +45,7 @@ func TestSaleOnTheCluster(t *testing.T) {
 		RedisCA:      readFile(t, testenv.Get(t, "SECKILL_REDIS_CA_FILE")),
 		RMQAccessKey: testenv.Get(t, "SECKILL_RMQ_ACCESS_KEY"), RMQSecretKey: testenv.Get(t, "SECKILL_RMQ_SECRET_KEY"), Stock: 400, Logf: t.Logf})
 	if res != nil {
-		t.Logf("activity %d in %s, %s; phases %v; answers %v", res.Activity, res.Namespace, res.Took, res.Phases, res.Answers)
+		t.Logf("activity %d in %s, %s; phases %v; health %v; answers %v", res.Activity, res.Namespace, res.Took, res.Phases, res.Health, res.Answers)
 	}
 	require.NoError(t, err)
 

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"errors"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -22,11 +24,20 @@ import (
 // back at once — the breaker can never stay half-open because one request
 // did not send (the "503 forever" defect of the hand-written breaker this
 // replaced). The gateway releases in a defer, so no path forgets.
+//
+// A breaker opened by a broker that went away waits for it to come back:
+// OnOpen is told when it opens (the gateway then has the producer start a
+// fresh client, retrying each second), and Reset closes it at once when
+// that client is in — instead of a trial every cooldown on the client the
+// restart broke.
 type Breaker struct {
-	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	cb       atomic.Pointer[gobreaker.TwoStepCircuitBreaker[struct{}]]
+	settings func(name string) gobreaker.Settings
+	gen      atomic.Int64 // the current breaker's generation (its name)
 
 	mu        sync.Mutex
 	openSince time.Time // zero while closed
+	onOpen    func()
 }
 
 // errNotSent marks a released ticket: neither a success nor a failure.
@@ -38,25 +49,57 @@ var errSendFailed = errors.New("send failed")
 // NewBreaker opens after threshold consecutive failures, for cooldown.
 func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 	b := &Breaker{}
-	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        "entry",
-		MaxRequests: 1,           // one half-open trial at a time
-		Interval:    time.Minute, // the closed state's counts start afresh (consecutive failures are what trips it)
-		Timeout:     cooldown,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(max(threshold, 1)) }, //nolint:gosec // a small positive count
-		IsExcluded:  func(err error) bool { return errors.Is(err, errNotSent) },
-		OnStateChange: func(_ string, _, to gobreaker.State) {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			switch {
-			case to == gobreaker.StateClosed:
-				b.openSince = time.Time{}
-			case b.openSince.IsZero():
-				b.openSince = time.Now()
-			}
-		},
-	})
+	b.settings = func(name string) gobreaker.Settings {
+		return gobreaker.Settings{
+			Name:        name,
+			MaxRequests: 1,           // one half-open trial at a time
+			Interval:    time.Minute, // the closed state's counts start afresh (consecutive failures are what trips it)
+			Timeout:     cooldown,
+			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(max(threshold, 1)) }, //nolint:gosec // a small positive count
+			IsExcluded:  func(err error) bool { return errors.Is(err, errNotSent) },
+			OnStateChange: func(name string, _, to gobreaker.State) {
+				if name != b.name(b.gen.Load()) {
+					return // a breaker Reset replaced: its late tickets change nothing
+				}
+				b.mu.Lock()
+				opened := false
+				switch {
+				case to == gobreaker.StateClosed:
+					b.openSince = time.Time{}
+				case b.openSince.IsZero():
+					b.openSince, opened = time.Now(), true
+				}
+				onOpen := b.onOpen
+				b.mu.Unlock()
+				if opened && onOpen != nil {
+					go onOpen()
+				}
+			},
+		}
+	}
+	b.cb.Store(gobreaker.NewTwoStepCircuitBreaker[struct{}](b.settings(b.name(0))))
 	return b
+}
+
+func (b *Breaker) name(gen int64) string { return "entry-" + strconv.FormatInt(gen, 10) }
+
+// OnOpen sets what runs (in its own goroutine) each time the breaker
+// opens from closed.
+func (b *Breaker) OnOpen(f func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.onOpen = f
+}
+
+// Reset closes the breaker now, with fresh counts: the cause it opened
+// for is known to be gone (a fresh producer client started). Tickets of
+// the breaker it replaces still answer, without effect.
+func (b *Breaker) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	gen := b.gen.Add(1)
+	b.cb.Store(gobreaker.NewTwoStepCircuitBreaker[struct{}](b.settings(b.name(gen))))
+	b.openSince = time.Time{}
 }
 
 // Ticket is what Allow hands out; answer it once (Record or Release).
@@ -73,7 +116,7 @@ func (t Ticket) answer(err error) {
 
 // Allow reports whether a new reservation may start now, and its ticket.
 func (b *Breaker) Allow() (bool, Ticket) {
-	done, err := b.cb.Allow()
+	done, err := b.cb.Load().Allow()
 	if err != nil {
 		return false, Ticket{}
 	}
@@ -95,11 +138,12 @@ func (b *Breaker) Record(t Ticket, ok bool) {
 // Open reports whether the breaker refuses new reservations now: open and
 // cooling down, or half-open with its trial in flight.
 func (b *Breaker) Open() bool {
-	switch b.cb.State() {
+	cb := b.cb.Load()
+	switch cb.State() {
 	case gobreaker.StateOpen:
 		return true
 	case gobreaker.StateHalfOpen:
-		c := b.cb.Counts()
+		c := cb.Counts()
 		return c.Requests > c.TotalExclusions
 	}
 	return false

@@ -98,6 +98,15 @@ type Sender interface {
 	Send(ctx context.Context, m mq.Message) (string, error)
 }
 
+// Reconnector is a Sender that can start a fresh client (the
+// mq.Producer): when the entry breaker opens, the gateway asks for one,
+// and closes the breaker as soon as it is in (fresh) — a broker restart
+// breaks the old client's session, so a trial on it every cooldown would
+// keep refusing buyers after the broker is back.
+type Reconnector interface {
+	Reconnect(fresh func())
+}
+
 // Config of a gateway.
 type Config struct {
 	ActivityID int64
@@ -234,6 +243,15 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	reg := prometheus.NewRegistry()
 	s := &Server{cfg: cfg, redis: rs, pg: pg, sender: sender, ring: ring, log: log, now: time.Now, reg: reg,
 		breaker: NewBreaker(5, 5*time.Second), limiter: newLimiter(cfg.RatePerSecond), statusLimiter: newLimiter(cfg.StatusPerSecond)}
+	if rc, ok := sender.(Reconnector); ok {
+		s.breaker.OnOpen(func() {
+			log.Warn("entry breaker open: starting a fresh broker client, again each second until the broker answers")
+			rc.Reconnect(func() {
+				log.Info("a fresh broker client started: entry breaker closed")
+				s.breaker.Reset()
+			})
+		})
+	}
 	s.m = metrics{
 		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Reservation requests by answer code."}, []string{"code"}),
 		created:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_created_total", Help: "Redis reservations created."}),

@@ -219,6 +219,50 @@ func TestBrokerFailuresOpenTheBreaker(t *testing.T) {
 	require.Equal(t, int64(5), n, "every unsent reservation waits in send_due")
 }
 
+// reconnectingSender fails while the broker is "away"; Reconnect records
+// the gateway's request for a fresh client and hands back fresh.
+type reconnectingSender struct {
+	away  atomic.Bool
+	asked chan func()
+}
+
+func (s *reconnectingSender) Send(context.Context, mq.Message) (string, error) {
+	if s.away.Load() {
+		return "", errors.New("broker unavailable")
+	}
+	return "broker-id", nil
+}
+
+func (s *reconnectingSender) Reconnect(fresh func()) { s.asked <- fresh }
+
+// A broker restart breaks the producer's client: when the breaker opens
+// the gateway asks the producer for a fresh one, and closes the breaker as
+// soon as it is in — buyers get QUEUED again at once, not after a cooldown
+// and a trial on the broken client.
+func TestBreakerClosesWhenAFreshBrokerClientIsIn(t *testing.T) {
+	s := &reconnectingSender{asked: make(chan func(), 1)}
+	s.away.Store(true)
+	f := newFixture(t, 100, s)
+	for u := range 5 {
+		require.Equal(t, gateway.CodeQueued, f.post(t, f.path(), bearer(int64(500+u)), body(ids.NewRandom())).Code)
+	}
+	require.Equal(t, http.StatusServiceUnavailable, f.post(t, f.path(), bearer(600), body(ids.NewRandom())).status, "open")
+	var fresh func()
+	select {
+	case fresh = <-s.asked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the open breaker did not ask the producer for a fresh client")
+	}
+	require.Equal(t, http.StatusServiceUnavailable, f.post(t, f.path(), bearer(601), body(ids.NewRandom())).status, "still open: no client yet")
+	s.away.Store(false)
+	fresh()
+	r := f.post(t, f.path(), bearer(602), body(ids.NewRandom()))
+	require.Equal(t, gateway.CodeQueued, r.Code, "closed at once, well inside the 5 s cooldown")
+	h, err := f.rs.Reservation(context.Background(), f.slot, uuid.MustParse(r.RID))
+	require.NoError(t, err)
+	require.Equal(t, "PUBLISHED", h["mq_state"], "sent by the gateway itself")
+}
+
 // Liveness: a breaker open for longer than StuckAfter while Redis and the
 // broker answer makes /healthz fail (the process should be restarted); while
 // the broker does not answer, it stays live (a restart would not help).

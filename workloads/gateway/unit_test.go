@@ -22,6 +22,36 @@ func TestBreaker(t *testing.T) {
 	allowed := func(b *Breaker) bool { ok, _ := b.Allow(); return ok }
 	cooled := func() { time.Sleep(cooldown + 20*time.Millisecond) }
 
+	t.Run("told when it opens; Reset closes it at once, late tickets of the old one change nothing", func(t *testing.T) {
+		b := NewBreaker(3, time.Hour)
+		opened := make(chan struct{}, 4)
+		b.OnOpen(func() { opened <- struct{}{} })
+		var late Ticket
+		for i := range 3 {
+			ok, ticket := b.Allow()
+			require.True(t, ok)
+			if i == 2 {
+				late = ticket // in flight when the breaker is reset
+				continue
+			}
+			b.Record(ticket, false)
+		}
+		_, third := b.Allow()
+		b.Record(third, false)
+		require.True(t, b.Open())
+		select {
+		case <-opened:
+		case <-time.After(time.Second):
+			t.Fatal("OnOpen not called")
+		}
+		b.Reset()
+		require.False(t, b.Open(), "closed without waiting out the cooldown")
+		require.Zero(t, b.OpenFor(time.Now()))
+		b.Record(late, false)
+		require.True(t, allowed(b), "a ticket of the replaced breaker does not count")
+		require.Empty(t, opened, "told once per opening")
+	})
+
 	t.Run("open, half-open trial, closed on success", func(t *testing.T) {
 		b := open()
 		require.False(t, allowed(b), "open")

@@ -64,6 +64,11 @@ type Producer struct {
 	p          rmq.Producer
 	failures   int // consecutive failed sends
 	restarting bool
+	// wanted: a Reconnect asked for a fresh client that has not started
+	// yet (the restart loop goes on each second until one does).
+	wanted bool
+	fresh  []func() // told once the wanted client is in
+	closed chan struct{}
 }
 
 // NewProducer starts a producer for the given topics; it fails when a topic
@@ -73,7 +78,7 @@ func NewProducer(endpoint string, topics ...string) (*Producer, error) {
 	if err := caFromEnv(); err != nil {
 		return nil, err
 	}
-	pr := &Producer{endpoint: endpoint, topics: topics}
+	pr := &Producer{endpoint: endpoint, topics: topics, closed: make(chan struct{})}
 	p, err := pr.start()
 	if err != nil {
 		return nil, err
@@ -118,21 +123,64 @@ func (pr *Producer) sent(err error) {
 		pr.restarting = true
 	}
 	pr.mu.Unlock()
-	if !restart {
-		return
+	if restart {
+		go pr.restart()
 	}
-	go func() {
-		p, serr := pr.start()
+}
+
+// Reconnect starts a fresh client in the background — again each second
+// while the broker does not answer, until one starts or the producer is
+// closed — swaps it in and then calls fresh. Sends go on with the old
+// client meanwhile. (The gateway calls it when its entry breaker opens.)
+func (pr *Producer) Reconnect(fresh func()) {
+	pr.mu.Lock()
+	pr.wanted = true
+	if fresh != nil {
+		pr.fresh = append(pr.fresh, fresh)
+	}
+	running := pr.restarting
+	pr.restarting = true
+	pr.mu.Unlock()
+	if !running {
+		go pr.restart()
+	}
+}
+
+// restart starts a fresh client and swaps it in (pr.restarting is set by
+// the caller, cleared here). One that cannot start yet is tried again each
+// second while a Reconnect wants it; otherwise the next failed sends try
+// again.
+func (pr *Producer) restart() {
+	for {
+		p, err := pr.start()
 		pr.mu.Lock()
-		defer pr.mu.Unlock()
-		pr.restarting = false
-		if serr != nil {
+		if err == nil {
+			old := pr.p
+			pr.p, pr.failures, pr.restarting, pr.wanted = p, 0, false, false
+			fresh := pr.fresh
+			pr.fresh = nil
+			pr.mu.Unlock()
+			go func() { _ = old.GracefulStop() }()
+			for _, f := range fresh {
+				f()
+			}
+			return
+		}
+		if !pr.wanted {
+			pr.restarting = false
+			pr.mu.Unlock()
 			return // the broker is still away: the next failures try again
 		}
-		old := pr.p
-		pr.p, pr.failures = p, 0
-		go func() { _ = old.GracefulStop() }()
-	}()
+		pr.mu.Unlock()
+		select {
+		case <-pr.closed:
+			pr.mu.Lock()
+			pr.restarting = false
+			pr.mu.Unlock()
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // startRetrying retries a client start that failed on the client library's
@@ -185,7 +233,16 @@ func (p *Producer) Send(ctx context.Context, m Message) (string, error) {
 }
 
 // Close stops the producer, waiting at most stopWait for the client library.
-func (p *Producer) Close() error { return stopWithin(p.client().GracefulStop, stopWait) }
+func (p *Producer) Close() error {
+	p.mu.Lock()
+	select {
+	case <-p.closed:
+	default:
+		close(p.closed)
+	}
+	p.mu.Unlock()
+	return stopWithin(p.client().GracefulStop, stopWait)
+}
 
 // Delivery is one received message.
 type Delivery struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -54,4 +55,17 @@ func TestProjectAnswersEachEventAsItsSingleCall(t *testing.T) {
 			require.Equal(t, "ORDER_REJECTED", h["status"])
 		}
 	})
+}
+
+// A counter Redis holds as something other than an integer is an error for
+// every reader (the invariant checker, the operator's deltas), never 0.
+func TestUnreadableCounterIsAnError(t *testing.T) {
+	c := testenv.RedisSingle(t)
+	f := newFixture(t, c, 5, 1)
+	ctx := context.Background()
+	_, err := f.s.ReadCounters(ctx, f.slot)
+	require.NoError(t, err)
+	require.NoError(t, c.HSet(ctx, f.slot.Counter(), "committed", "many").Err())
+	_, err = f.s.ReadCounters(ctx, f.slot)
+	require.ErrorContains(t, err, "committed")
 }

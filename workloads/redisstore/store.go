@@ -365,18 +365,32 @@ func (s *Store) ReadCountersOf(ctx context.Context, slots []Slot) ([]Counters, e
 		return nil, fmt.Errorf("reading counters of %d slots from %s: %w", len(slots), slots[0].Tag(), err)
 	}
 	out := make([]Counters, len(slots))
-	for i := range slots {
+	for i, sl := range slots {
 		m := hs[i].Val()
 		c := Counters{Exists: len(m) > 0}
-		c.Initial, _ = strconv.ParseInt(m["initial"], 10, 64)
-		c.OpenReserved, _ = strconv.ParseInt(m["open_reserved"], 10, 64)
-		c.Committed, _ = strconv.ParseInt(m["committed"], 10, 64)
-		c.MovedIn, _ = strconv.ParseInt(m["moved_in"], 10, 64)
-		c.MovedOut, _ = strconv.ParseInt(m["moved_out"], 10, 64)
-		c.Available, _ = strconv.ParseInt(sts[i].Val(), 10, 64)
+		var err error
+		for _, f := range []struct {
+			name, v string
+			to      *int64
+		}{{"initial", m["initial"], &c.Initial}, {"open_reserved", m["open_reserved"], &c.OpenReserved}, {"committed", m["committed"], &c.Committed},
+			{"moved_in", m["moved_in"], &c.MovedIn}, {"moved_out", m["moved_out"], &c.MovedOut}, {"stock", sts[i].Val(), &c.Available}} {
+			if *f.to, err = counterValue(f.v); err != nil {
+				return nil, fmt.Errorf("reading the counters of %s: %s: %w", sl.Tag(), f.name, err)
+			}
+		}
 		out[i] = c
 	}
 	return out, nil
+}
+
+// counterValue parses a counter as Redis holds it: absent ("") is 0;
+// anything but an integer is an error, never read as 0 (the invariant
+// checker and the operator's deltas read these).
+func counterValue(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	return strconv.ParseInt(v, 10, 64)
 }
 
 // Hash is a reservation hash as read: its fields by name.

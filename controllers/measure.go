@@ -29,6 +29,7 @@ func (r *SeckillActivityReconciler) measure(ctx context.Context, act *seckillv1a
 	if err != nil {
 		return backlog, err
 	}
+	observeInventory(act.Spec.ActivityID, counts)
 	st := &act.Status
 	var stock, sold int64
 	for i := range st.SKUs {

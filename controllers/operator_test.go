@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
@@ -367,6 +369,40 @@ func TestStockIncreaseIsAppliedOnce(t *testing.T) {
 	require.NoError(t, s.pool.QueryRow(testCtx, `SELECT count(*) FROM stock_provision WHERE activity_id = $1 AND sku_id = 90002`, s.activity).Scan(&rows))
 	require.Equal(t, 2, rows, "the first provisioning and the increase")
 	require.Equal(t, "1/150", a.Status.Sold)
+}
+
+// The stock figures and the three conservation differences reach the
+// operator's /metrics per activity and SKU; a unit committed in Redis that
+// neither its buckets nor PostgreSQL hold shows as a Redis and a
+// cross-system delta (PostgreSQL's schema refuses a lost unit outright).
+func TestInventoryMetricsFollowTheStores(t *testing.T) {
+	needsAPIServer(t)
+	s := newSale(t, "inventory-metrics", nil)
+	a, sku := strconv.FormatInt(s.activity, 10), "90002"
+	gauge := func(v *prometheus.GaugeVec, labels ...string) float64 {
+		return testutil.ToFloat64(v.WithLabelValues(labels...))
+	}
+	require.Eventually(t, func() bool {
+		return gauge(skuUnits, a, sku, "initial") == 20 && gauge(skuUnits, a, sku, "redis_available") == 20
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Zero(t, gauge(inventoryPGDelta, a, sku))
+	require.Zero(t, gauge(inventoryRedisDelta, a, sku))
+	require.Zero(t, gauge(inventoryCrossDelta, a, sku))
+
+	// PostgreSQL's schema refuses a unit lost from its columns outright
+	// (the gauge watches for a schema without that constraint).
+	_, err := s.pool.Exec(testCtx, `UPDATE sku_inventory SET available_stock = available_stock - 1 WHERE activity_id = $1 AND sku_id = 90002`, s.activity)
+	require.ErrorContains(t, err, "ck_sku_inventory_conservation")
+	// Redis has no such guard: two units committed that its buckets and
+	// PostgreSQL do not hold.
+	require.NoError(t, s.rdb.HIncrBy(testCtx, redisstore.SKUSlot(s.activity, 90002).Counter(), "committed", 2).Err())
+	s.update(func(a *seckillv1alpha1.SeckillActivity) { a.Spec.Paused = true }) // a pass now
+	require.Eventually(t, func() bool {
+		return gauge(inventoryRedisDelta, a, sku) == -2 && gauge(inventoryCrossDelta, a, sku) == 2
+	}, 30*time.Second, 100*time.Millisecond, "redis %v cross %v", gauge(inventoryRedisDelta, a, sku), gauge(inventoryCrossDelta, a, sku))
+	require.Zero(t, gauge(inventoryPGDelta, a, sku))
+	// Restored, so that the activity's archive finds its counters whole.
+	require.NoError(t, s.rdb.HIncrBy(testCtx, redisstore.SKUSlot(s.activity, 90002).Counter(), "committed", -2).Err())
 }
 
 // The annotation seckill.io/reconcile=paused stops the operator touching

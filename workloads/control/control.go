@@ -216,7 +216,20 @@ type SKUCounts struct {
 	Provisioned                             bool
 	Initial, Available, Occupied, Sold      int64
 	RedisInitial, RedisAvailable, RedisOpen int64
+	// RedisCommitted is the units Redis counts as PostgreSQL's orders;
+	// RedisDelta the sum of each bucket's conservation difference
+	// (redisstore.Counters.Delta: 0 when every unit is accounted for).
+	RedisCommitted, RedisDelta int64
 }
+
+// PostgresDelta is initial - available - occupied - sold: 0 when
+// PostgreSQL's stock columns conserve every unit.
+func (c SKUCounts) PostgresDelta() int64 { return c.Initial - c.Available - c.Occupied - c.Sold }
+
+// CrossSystemDelta is Redis committed - (PostgreSQL occupied + sold): 0
+// once the projection has caught up; while a sale runs it is the
+// projection's lag (design.md#invariants judges it settled).
+func (c SKUCounts) CrossSystemDelta() int64 { return c.RedisCommitted - c.Occupied - c.Sold }
 
 // Inventory reads a SKU's PostgreSQL stock columns (Provisioned false: no row).
 func (s *Store) Inventory(ctx context.Context, activity, sku int64) (SKUCounts, error) {
@@ -257,6 +270,8 @@ func (s *Store) Counts(ctx context.Context, activity int64, skus []SKU, now time
 			c.RedisInitial += rc.Initial
 			c.RedisAvailable += rc.Available
 			c.RedisOpen += rc.OpenReserved
+			c.RedisCommitted += rc.Committed
+			c.RedisDelta += rc.Delta()
 		}
 		n, age, err := s.Redis.Backlog(ctx, slots, now)
 		if err != nil {

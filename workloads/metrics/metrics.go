@@ -26,7 +26,14 @@ type Consumer struct {
 	UserUnique      prometheus.Counter     // order_user_unique_conflict_total
 	Quarantined     *prometheus.CounterVec // message_quarantined_total{reason}
 	DeadLettered    prometheus.Counter     // message_dead_lettered_total
+	// ToOrder is reservation → order: from the reservation in Redis to its
+	// order committed in PostgreSQL — the number the 3 s SLO is about.
+	ToOrder prometheus.Histogram // reservation_to_order_seconds
 }
+
+// ToOrderBuckets are reservation_to_order_seconds' buckets: fine around
+// the 3 s SLO, coarse beyond it.
+var ToOrderBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 2.5, 3, 4, 5, 10, 30, 60, 120}
 
 // NewConsumer registers the consumer metrics of one group.
 func NewConsumer(reg prometheus.Registerer, group string) *Consumer {
@@ -40,15 +47,19 @@ func NewConsumer(reg prometheus.Registerer, group string) *Consumer {
 		UserUnique:      prometheus.NewCounter(prometheus.CounterOpts{Name: "order_user_unique_conflict_total", Help: "Reservations rejected by the one-order-per-user unique.", ConstLabels: l}),
 		Quarantined:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "message_quarantined_total", Help: "Messages kept for manual review, by reason.", ConstLabels: l}, []string{"reason"}),
 		DeadLettered:    prometheus.NewCounter(prometheus.CounterOpts{Name: "message_dead_lettered_total", Help: "Messages given up at the group's last attempt: the broker moves them to the DLQ (alert).", ConstLabels: l}),
+		ToOrder: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reservation_to_order_seconds",
+			Help: "Reservation in Redis → its order committed in PostgreSQL (the 3 s SLO).", ConstLabels: l, Buckets: ToOrderBuckets}),
 	}
-	reg.MustRegister(m.Consumed, m.Duplicates, m.PayloadConflict, m.CommitUnknown, m.StockReject, m.UserUnique, m.Quarantined, m.DeadLettered)
+	reg.MustRegister(m.Consumed, m.Duplicates, m.PayloadConflict, m.CommitUnknown, m.StockReject, m.UserUnique, m.Quarantined, m.DeadLettered, m.ToOrder)
 	return m
 }
 
 // Relay metrics (outbox → MQ).
 type Relay struct {
-	Sent   *prometheus.CounterVec // outbox_send_total{result}
-	Manual prometheus.Counter     // outbox_manual_total
+	Sent         *prometheus.CounterVec // outbox_send_total{result}
+	Manual       prometheus.Counter     // outbox_manual_total
+	LeaseExpired prometheus.Counter     // outbox_lease_expired_total
+	Attempts     prometheus.Histogram   // outbox_attempt_count: attempts an event took to be sent
 }
 
 // NewRelay registers the relay metrics.
@@ -56,8 +67,12 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 	m := &Relay{
 		Sent:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_total", Help: "Outbox sends by result (SENT, RETRY, MANUAL).", ConstLabels: nil}, []string{"result"}),
 		Manual: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_manual_total", Help: "Outbox events given up after the attempt cap (alert)."}),
+		LeaseExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_lease_expired_total",
+			Help: "Outbox events claimed from a lease that ran out (a relay died or stalled between send and mark)."}),
+		Attempts: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "outbox_attempt_count",
+			Help: "Attempts an outbox event took until the broker took it.", Buckets: []float64{1, 2, 3, 5, 8, 13, 21}}),
 	}
-	reg.MustRegister(m.Sent, m.Manual)
+	reg.MustRegister(m.Sent, m.Manual, m.LeaseExpired, m.Attempts)
 	return m
 }
 

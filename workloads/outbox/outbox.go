@@ -46,6 +46,8 @@ type Event struct {
 	Payload       json.RawMessage
 	DeliverAt     *time.Time
 	Attempt       int
+	// LeaseExpired: claimed from another relay's lease that ran out.
+	LeaseExpired bool
 }
 
 // Store claims and settles outbox events for one relay (its lease owner id).
@@ -80,7 +82,7 @@ func (s *Store) Claim(ctx context.Context, limit int) ([]Event, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
 		err := r.Scan(&e.EventID, &e.AggregateType, &e.AggregateID, &e.EventType, &e.SchemaVersion, &e.Topic,
-			&e.MessageKey, &e.Payload, &e.DeliverAt, &e.Attempt)
+			&e.MessageKey, &e.Payload, &e.DeliverAt, &e.Attempt, &e.LeaseExpired)
 		return e, err
 	})
 	if err != nil {

@@ -95,6 +95,9 @@ func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.Or
 	case orderstore.Ack:
 		c.meter.Observe(took)
 		c.count(out)
+		if out.Result == orderstore.ResultOrderCreated && !out.Redelivered {
+			c.Metrics.ToOrder.Observe(time.Since(msg.ReservedAt).Seconds())
+		}
 		c.acks.ack(ctx, d)
 	case orderstore.Manual:
 		if errors.Is(err, orderstore.ErrPayloadConflict) {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill-operator/internal/testenv"
@@ -20,6 +22,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/invariants"
+	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
 	"github.com/seckill/seckill-operator/workloads/outbox"
@@ -51,6 +54,9 @@ type harness struct {
 	ring     *ids.Keyring
 	producer *mq.Producer
 	activity int64
+	// the workers' metrics (the first consumer's, the first relay's)
+	consumerMetrics *metrics.Consumer
+	relayMetrics    *metrics.Relay
 }
 
 // start provisions a SKU (PostgreSQL and Redis buckets) and runs every worker
@@ -93,11 +99,13 @@ func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWind
 	projMQ, err := mq.NewConsumer(endpoint, "seckill-test-projector", topicEvents)
 	require.NoError(t, err)
 
+	consumerMetrics := metrics.NewConsumer(prometheus.NewRegistry(), "seckill-test-consumer")
+	relayMetrics := metrics.NewRelay(prometheus.NewRegistry())
 	workers := []interface{ Run(context.Context) error }{
-		&pipeline.OrderConsumer{MQ: orderMQ, Invisible: 10 * time.Second, Log: log,
+		&pipeline.OrderConsumer{MQ: orderMQ, Invisible: 10 * time.Second, Log: log, Metrics: consumerMetrics,
 			ID: "consumer-1", ActivityID: activity, HeartbeatEvery: 200 * time.Millisecond,
 			Store: &orderstore.Consumer{Pool: pool, Group: "seckill-test-consumer", PaymentWindow: paymentWindow, EventsTopic: topicEvents, CancelTopic: topicCancel}},
-		&pipeline.Relay{Producer: producer, Batch: 32, Log: log,
+		&pipeline.Relay{Producer: producer, Batch: 32, Log: log, Metrics: relayMetrics,
 			Store: &outbox.Store{Pool: pool, Owner: "relay-1", Lease: 30 * time.Second, MaxAttempts: 10}},
 		&pipeline.Relay{Producer: producer, Batch: 32, Log: log,
 			Store: &outbox.Store{Pool: pool, Owner: "relay-2", Lease: 30 * time.Second, MaxAttempts: 10}},
@@ -134,7 +142,8 @@ func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWind
 		}
 		_ = producer.Close()
 	})
-	return &harness{ctx: ctx, pool: pool, rs: rs, ring: ring, producer: producer, activity: activity}
+	return &harness{ctx: ctx, pool: pool, rs: rs, ring: ring, producer: producer, activity: activity,
+		consumerMetrics: consumerMetrics, relayMetrics: relayMetrics}
 }
 
 // reserve runs the reserve script for a new request of user; send says
@@ -255,6 +264,16 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 	}, 5*time.Second, 100*time.Millisecond, "the consumer reports its commits for the operator's scaling")
 	total := h.counters(t)
 	require.Equal(t, int64(redisStock-pgStock), total.Available, "the compensated units are sellable in Redis again")
+	require.Equal(t, uint64(pgStock), samples(t, h.consumerMetrics.ToOrder), "reservation → order observed once per order")
+	require.Positive(t, samples(t, h.relayMetrics.Attempts), "the relay's attempts per sent event")
+}
+
+// samples is how many observations a histogram holds.
+func samples(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, h.Write(&m))
+	return m.GetHistogram().GetSampleCount()
 }
 
 // design.md#failpoints after_redis_reserve and after_mq_send_before_redis_mark: the

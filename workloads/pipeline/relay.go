@@ -72,6 +72,9 @@ func (r *Relay) relay(ctx context.Context, evs []outbox.Event) {
 	var keys []string
 	byKey := map[string][]int{}
 	for i, e := range evs {
+		if e.LeaseExpired {
+			r.Metrics.LeaseExpired.Inc()
+		}
 		if _, seen := byKey[e.MessageKey]; !seen {
 			keys = append(keys, e.MessageKey)
 		}
@@ -111,6 +114,7 @@ func (r *Relay) relay(ctx context.Context, evs []outbox.Event) {
 	for i, e := range evs {
 		if errs[i] == nil {
 			sent = append(sent, e.EventID)
+			r.Metrics.Attempts.Observe(float64(e.Attempt))
 			continue
 		}
 		status, rerr := r.Store.MarkRetry(ctx, e.EventID, e.Attempt, errs[i])

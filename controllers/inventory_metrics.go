@@ -1,0 +1,61 @@
+package controllers
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/seckill/seckill-operator/workloads/control"
+)
+
+// The stock figures of design.md#metrics, per activity and SKU, as the
+// operator reads them from PostgreSQL and Redis on every pass (measure):
+// the three conservation differences the alerts watch, and the units by
+// state the dashboard shows. Labels are the activity and SKU ids only
+// (bounded: never a user, request or reservation).
+var (
+	inventoryPGDelta = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "inventory_pg_invariant_delta",
+		Help: "PostgreSQL initial - available - occupied - sold per SKU (0: every unit accounted for)."}, []string{"activity", "sku"})
+	inventoryRedisDelta = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "inventory_redis_invariant_delta",
+		Help: "Redis conservation difference summed over the SKU's buckets, moves included (0: every unit accounted for)."}, []string{"activity", "sku"})
+	inventoryCrossDelta = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "inventory_cross_system_delta",
+		Help: "Redis committed - PostgreSQL (occupied + sold) per SKU: the projection's lag during a sale, 0 once settled."}, []string{"activity", "sku"})
+	skuUnits = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sku_stock_units",
+		Help: "Units of a SKU by state: initial, available, occupied, sold (PostgreSQL); reserved (open in Redis), redis_available."}, []string{"activity", "sku", "state"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(inventoryPGDelta, inventoryRedisDelta, inventoryCrossDelta, skuUnits)
+}
+
+// observeInventory sets the activity's stock figures from one pass's counts.
+func observeInventory(activity int64, counts []control.SKUCounts) {
+	a := strconv.FormatInt(activity, 10)
+	for _, c := range counts {
+		if !c.Provisioned {
+			continue
+		}
+		sku := strconv.FormatInt(c.ID, 10)
+		inventoryPGDelta.WithLabelValues(a, sku).Set(float64(c.PostgresDelta()))
+		inventoryRedisDelta.WithLabelValues(a, sku).Set(float64(c.RedisDelta))
+		inventoryCrossDelta.WithLabelValues(a, sku).Set(float64(c.CrossSystemDelta()))
+		for state, v := range map[string]int64{"initial": c.Initial, "available": c.Available, "occupied": c.Occupied, "sold": c.Sold,
+			"reserved": c.RedisOpen, "redis_available": c.RedisAvailable} {
+			skuUnits.WithLabelValues(a, sku, state).Set(float64(v))
+		}
+	}
+}
+
+// forgetInventory drops the activity's series (it is deleted).
+func forgetInventory(activity int64) {
+	l := prometheus.Labels{"activity": strconv.FormatInt(activity, 10)}
+	inventoryPGDelta.DeletePartialMatch(l)
+	inventoryRedisDelta.DeletePartialMatch(l)
+	inventoryCrossDelta.DeletePartialMatch(l)
+	skuUnits.DeletePartialMatch(l)
+}

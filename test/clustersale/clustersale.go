@@ -375,13 +375,24 @@ func (r *run) apply(ctx context.Context) error {
 		}
 		sec.StringData = map[string]string{"token-key": tokenKey}
 		r.logf("the Secret fixed: its token-key added")
-		return r.c.Update(ctx, &sec)
+		if err := r.c.Update(ctx, &sec); err != nil {
+			return err
+		}
+		// The operator does not watch Secrets (it may only get them): it
+		// retries a Stalled activity every 30 s, or at once when the
+		// activity changes — as a person would, nudge it.
+		r.logf("kubectl annotate seckillactivity %s seckill.io/secret-fixed=…", r.act.Name)
+		_, err := r.cmd(ctx, r.kubectl, "-n", r.act.Namespace, "annotate", "--overwrite", "seckillactivity", r.act.Name,
+			"seckill.io/secret-fixed="+time.Now().UTC().Format("20060102T150405Z"))
+		return err
 	}
 	ref := func(key string) corev1.SecretKeySelector {
 		return corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret.Name}, Key: key}
 	}
 	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
-	start := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
+	// Far enough for the broken-Secret detour (brokenSecretFirst) and the
+	// provisioning, so that the sale is seen Scheduled before it starts.
+	start := time.Now().Add(40 * time.Second).UTC().Truncate(time.Second)
 	r.act = &seckillv1alpha1.SeckillActivity{ObjectMeta: metav1.ObjectMeta{Name: "flash-sale", Namespace: ns.Name},
 		Spec: seckillv1alpha1.SeckillActivitySpec{
 			ActivityID: activity,

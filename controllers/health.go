@@ -19,14 +19,13 @@ import (
 // server (failed) does not call it: nothing was judged.
 func health(act *seckillv1alpha1.SeckillActivity, stalled error) {
 	st := &act.Status
-	ready, reconciling := false, false
+	ready, reconciling, isStalled := false, false, stalled != nil
 	var reason, msg string
 	switch {
 	case stalled != nil:
 		reason, msg = reasonOf(stalled), stalled.Error()
 	case st.Phase == seckillv1alpha1.PhaseFailed:
-		reason, msg = "Failed", "the activity failed; see the Degraded condition and its events"
-		stalled = fmt.Errorf("%s", msg)
+		isStalled, reason, msg = true, "Failed", "the activity failed; see the Degraded condition and its events"
 	case st.Phase == seckillv1alpha1.PhaseCompleted:
 		ready, reason, msg = true, "Completed", "the sale is over and reconciled"
 	case !provisionedNow(act):
@@ -46,7 +45,7 @@ func health(act *seckillv1alpha1.SeckillActivity, stalled error) {
 	} else {
 		setCondition(act, seckillv1alpha1.ConditionReconciling, false, "Settled", "nothing in progress")
 	}
-	if stalled != nil {
+	if isStalled {
 		setCondition(act, seckillv1alpha1.ConditionStalled, true, reason, msg)
 	} else {
 		setCondition(act, seckillv1alpha1.ConditionStalled, false, "NotStalled", "the last pass found nothing blocking")

@@ -58,29 +58,34 @@ func (p *Projector) Run(ctx context.Context) error {
 
 // projected is one parsed delivery of a batch and what it asks of Redis.
 type projected struct {
-	d       mq.Delivery
-	id      uuid.UUID
-	ev      events.Event
-	redis   *redisstore.Projection // nil: nothing to apply (payments, for systems downstream)
-	refusal string                 // what a refusal logs
+	d     mq.Delivery
+	id    uuid.UUID
+	ev    events.Event
+	redis *redisstore.Projection // nil: nothing to apply (payments, for systems downstream)
 }
 
-// projection is what ev asks of Redis.
-func projection(ev events.Event) (*redisstore.Projection, string) {
+// refusals is what a refused projection logs, by kind.
+var refusals = map[redisstore.ProjectionKind]string{
+	redisstore.ProjectCreated: "projection refused", redisstore.ProjectRejected: "rejection projection refused",
+	redisstore.ProjectCancelled: "release refused",
+}
+
+// projection is what ev asks of Redis (nil: nothing).
+func projection(ev events.Event) *redisstore.Projection {
 	switch e := ev.(type) {
 	case events.OrderCreated:
 		return &redisstore.Projection{Kind: redisstore.ProjectCreated, Slot: slotOf(e.ActivityID, e.SKUID, e.Bucket),
-			ReservationID: e.ReservationID, OrderID: e.OrderID}, "projection refused"
+			ReservationID: e.ReservationID, OrderID: e.OrderID}
 	case events.CompensateRequired:
 		// The refusal is shown (GET answers ORDER_REJECTED with its reason);
 		// the compensator restores the stock.
 		return &redisstore.Projection{Kind: redisstore.ProjectRejected, Slot: slotOf(e.ActivityID, e.SKUID, e.Bucket),
-			ReservationID: e.ReservationID, Reason: e.Reason}, "rejection projection refused"
+			ReservationID: e.ReservationID, Reason: e.Reason}
 	case events.OrderCancelled:
 		return &redisstore.Projection{Kind: redisstore.ProjectCancelled, Slot: slotOf(e.ActivityID, e.SKUID, e.Bucket),
-			ReservationID: e.ReservationID, OrderID: e.OrderID}, "release refused"
+			ReservationID: e.ReservationID, OrderID: e.OrderID}
 	}
-	return nil, ""
+	return nil
 }
 
 func slotOf(activity, sku int64, bucket int) redisstore.Slot {
@@ -105,8 +110,7 @@ func (p *Projector) handleBatch(ctx context.Context, ds []mq.Delivery) {
 			}
 			continue
 		}
-		r, refusal := projection(ev)
-		items = append(items, projected{d: d, id: eventID, ev: ev, redis: r, refusal: refusal})
+		items = append(items, projected{d: d, id: eventID, ev: ev, redis: projection(ev)})
 	}
 	var calls []redisstore.Projection
 	for _, it := range items {
@@ -134,7 +138,7 @@ func (p *Projector) handleBatch(ctx context.Context, ds []mq.Delivery) {
 			// reconcile job (design.md#auto-repair row 1); a rejection
 			// whose hash is gone (-1) is the compensator's.
 			if !res.OK() && (it.redis.Kind != redisstore.ProjectRejected || res.Code != -1) {
-				p.Log.Warn(it.refusal, "reservation_id", it.ev.Reservation(), "reason", res.Reason)
+				p.Log.Warn(refusals[it.redis.Kind], "reservation_id", it.ev.Reservation(), "reason", res.Reason)
 			}
 		}
 		done = append(done, it)

@@ -124,25 +124,47 @@ func (b *batcher[Req, Res]) run(batch []*batchCall[Req, Res]) {
 		close(c.done)
 		return
 	}
-	cmds := make([]*redis.Cmd, len(batch))
-	_, _ = b.s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, c := range batch {
-			keys, args := b.args(c.r)
-			cmds[i] = b.script.EvalSha(ctx, p, keys, args...)
+	calls := make([]scriptCall, len(batch))
+	for i, c := range batch {
+		keys, args := b.args(c.r)
+		calls[i] = scriptCall{b.script, keys, args}
+	}
+	vals, errs := b.s.evalPipelined(ctx, calls)
+	for i, c := range batch {
+		c.res, c.err = b.parse(vals[i], errs[i])
+		close(c.done)
+	}
+}
+
+// scriptCall is one script call for evalPipelined.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// evalPipelined sends calls in one pipeline, in order — one write and one
+// read for all of them — and answers each call's reply and error. A call
+// the server answers NOSCRIPT (it lost its scripts: a restart, a
+// failover) did not run; it runs alone, loading its script. Each script
+// runs atomically on its own, as a single call does.
+func (s *Store) evalPipelined(ctx context.Context, calls []scriptCall) ([]any, []error) {
+	vals, errs := make([]any, len(calls)), make([]error, len(calls))
+	cmds := make([]*redis.Cmd, len(calls))
+	// Each command's own error is read below; Pipelined's is the first of them.
+	_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range calls {
+			cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 		}
 		return nil
 	})
-	for i, c := range batch {
-		v, err := cmds[i].Result()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			// The server lost its scripts (restart, failover): nothing ran;
-			// the call runs alone, loading the script.
-			c.res, c.err = b.single(ctx, c.r)
-		} else {
-			c.res, c.err = b.parse(v, err)
+	for i, c := range calls {
+		vals[i], errs[i] = cmds[i].Result()
+		if errs[i] != nil && redis.HasErrorPrefix(errs[i], "NOSCRIPT") {
+			vals[i], errs[i] = c.script.Run(ctx, s.c, c.keys, c.args...).Result()
 		}
-		close(c.done)
 	}
+	return vals, errs
 }
 
 // ReserveBatcher runs concurrent reservations (reserve.lua) together, as

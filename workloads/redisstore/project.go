@@ -78,33 +78,23 @@ func (s *Store) Project(ctx context.Context, ps []Projection, now time.Time, ter
 		res[0], errs[0] = s.project(ctx, ps[0], now, terminalTTL)
 		return res, errs
 	}
-	cmds := make([]*redis.Cmd, len(ps))
+	calls := make([]scriptCall, 0, len(ps))
+	at := make([]int, 0, len(ps)) // calls[j] is ps[at[j]]
 	names := make([]string, len(ps))
-	// Each command's own error is read below; Pipelined's is the first of them.
-	_, _ = s.c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, p := range ps {
-			script, name, keys, args, err := p.call(now, terminalTTL)
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			names[i] = name
-			cmds[i] = script.EvalSha(ctx, pipe, keys, args...)
-		}
-		return nil
-	})
-	for i, cmd := range cmds {
-		if cmd == nil {
+	for i, p := range ps {
+		script, name, keys, args, err := p.call(now, terminalTTL)
+		if err != nil {
+			errs[i] = err
 			continue
 		}
-		v, err := cmd.Result()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			// The server lost its scripts (restart, failover): this call
-			// did not run; it runs alone, loading the script.
-			res[i], errs[i] = s.project(ctx, ps[i], now, terminalTTL)
-			continue
-		}
-		if res[i], _, err = result(v, err); err != nil {
+		names[i] = name
+		calls = append(calls, scriptCall{script, keys, args})
+		at = append(at, i)
+	}
+	vals, cerrs := s.evalPipelined(ctx, calls)
+	for j, i := range at {
+		var err error
+		if res[i], _, err = result(vals[j], cerrs[j]); err != nil {
 			errs[i] = fmt.Errorf("running %s script: %w", names[i], err)
 		}
 	}

@@ -16,26 +16,38 @@ import (
 // (bounded: never a user, request or reservation).
 var (
 	inventoryPGDelta = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "inventory_pg_invariant_delta",
+		Name: "seckill_inventory_pg_invariant_delta",
 		Help: "PostgreSQL initial - available - occupied - sold per SKU (0: every unit accounted for)."}, []string{"activity", "sku"})
 	inventoryRedisDelta = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "inventory_redis_invariant_delta",
+		Name: "seckill_inventory_redis_invariant_delta",
 		Help: "Redis conservation difference summed over the SKU's buckets, moves included (0: every unit accounted for)."}, []string{"activity", "sku"})
 	inventoryCrossDelta = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "inventory_cross_system_delta",
+		Name: "seckill_inventory_cross_system_delta",
 		Help: "Redis committed - PostgreSQL (occupied + sold) per SKU: the projection's lag during a sale, 0 once settled."}, []string{"activity", "sku"})
 	skuUnits = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sku_stock_units",
+		Name: "seckill_sku_stock_units",
 		Help: "Units of a SKU by state: initial, available, occupied, sold (PostgreSQL); reserved (open in Redis), redis_available."}, []string{"activity", "sku", "state"})
+	// The backlog the operator scales by and guards: reservations open in
+	// Redis, sent or not, whose order the sale has not yet seen through
+	// (PostgreSQL's decision and its projection back to Redis).
+	backlogOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "seckill_order_backlog_reservations",
+		Help: "Reservations open in Redis: their order not yet decided in PostgreSQL and projected back."}, []string{"activity"})
+	backlogAge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "seckill_order_backlog_oldest_age_seconds",
+		Help: "Age of the oldest open reservation: how long the slowest order-create message has been on its way."}, []string{"activity"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(inventoryPGDelta, inventoryRedisDelta, inventoryCrossDelta, skuUnits)
+	crmetrics.Registry.MustRegister(inventoryPGDelta, inventoryRedisDelta, inventoryCrossDelta, skuUnits, backlogOpen, backlogAge)
 }
 
-// observeInventory sets the activity's stock figures from one pass's counts.
-func observeInventory(activity int64, counts []control.SKUCounts) {
+// observeInventory sets the activity's stock figures and backlog from one
+// pass's counts.
+func observeInventory(activity int64, counts []control.SKUCounts, b control.Backlog) {
 	a := strconv.FormatInt(activity, 10)
+	backlogOpen.WithLabelValues(a).Set(float64(b.Open))
+	backlogAge.WithLabelValues(a).Set(b.OldestAge.Seconds())
 	for _, c := range counts {
 		if !c.Provisioned {
 			continue
@@ -51,11 +63,13 @@ func observeInventory(activity int64, counts []control.SKUCounts) {
 	}
 }
 
-// forgetInventory drops the activity's series (it is deleted).
-func forgetInventory(activity int64) {
+// forgetActivity drops the activity's series, stock and reconcile runs
+// alike (it is deleted).
+func forgetActivity(activity int64) {
 	l := prometheus.Labels{"activity": strconv.FormatInt(activity, 10)}
-	inventoryPGDelta.DeletePartialMatch(l)
-	inventoryRedisDelta.DeletePartialMatch(l)
-	inventoryCrossDelta.DeletePartialMatch(l)
-	skuUnits.DeletePartialMatch(l)
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		inventoryPGDelta, inventoryRedisDelta, inventoryCrossDelta, skuUnits, backlogOpen, backlogAge,
+		reconcileAnomalies, reconcileAutoRepairs, reconcileManual, reconcileDuration} {
+		v.DeletePartialMatch(l)
+	}
 }

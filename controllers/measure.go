@@ -29,7 +29,7 @@ func (r *SeckillActivityReconciler) measure(ctx context.Context, act *seckillv1a
 	if err != nil {
 		return backlog, err
 	}
-	observeInventory(act.Spec.ActivityID, counts)
+	observeInventory(act.Spec.ActivityID, counts, backlog)
 	st := &act.Status
 	var stock, sold int64
 	for i := range st.SKUs {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,23 +11,32 @@ import (
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/workloads/control"
+	"github.com/seckill/seckill-operator/workloads/reconcile"
 )
 
 // The reconcile job's metrics of design.md#metrics. The job is a short-lived
 // CronJob pod with nothing to scrape, so it records each run and its
 // anomalies in PostgreSQL and the operator, which reads them anyway,
-// counts them on its own /metrics. Labels: the anomaly type only.
+// counts them on its own /metrics. Labels: the activity's id and the
+// anomaly type (both bounded).
 var (
 	reconcileAnomalies = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "reconcile_anomaly_total", Help: "Anomalies the reconcile job found, by type."}, []string{"type"})
+		Name: "seckill_reconcile_anomaly_total", Help: "Anomalies the reconcile job found, by type."}, []string{"activity", "type"})
 	reconcileAutoRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "reconcile_auto_repair_total", Help: "Anomalies the reconcile job repaired automatically in the run that found them, by type."}, []string{"type"})
+		Name: "seckill_reconcile_auto_repair_total", Help: "Anomalies the reconcile job repaired automatically in the run that found them, by type."}, []string{"activity", "type"})
 	reconcileManual = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "reconcile_manual_total", Help: "Anomalies the reconcile job left for manual review, by type."}, []string{"type"})
-	reconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "reconcile_run_duration_seconds", Help: "Duration of the reconcile job's runs.",
-		Buckets: prometheus.ExponentialBuckets(0.1, 2, 14)})
+		Name: "seckill_reconcile_manual_total", Help: "Anomalies the reconcile job left for manual review, by type."}, []string{"activity", "type"})
+	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "seckill_reconcile_run_duration_seconds", Help: "Duration of the reconcile job's runs.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 2, 14)}, []string{"activity"})
 )
+
+// alertedAnomalies are the reconcile_anomaly_total types the chart's alerts
+// watch (charts/seckill-operator/files/alerts.yaml): their series exist at 0
+// from the operator's first look at an activity, so that increase() sees
+// the first anomaly (a series born at 1 has no increase).
+var alertedAnomalies = []string{reconcile.PGInvariant, reconcile.RedisInvariant, reconcile.CrossSystem,
+	reconcile.RulePaidAfterCancel, reconcile.RulePaidCancelledGuard}
 
 func init() {
 	crmetrics.Registry.MustRegister(reconcileAnomalies, reconcileAutoRepairs, reconcileManual, reconcileDuration)
@@ -39,6 +49,10 @@ func init() {
 // that finished before the operator first looked at the activity are
 // history, not counted.
 func (r *SeckillActivityReconciler) countRuns(ctx context.Context, act *seckillv1alpha1.SeckillActivity, store ActivityStore, last *control.Run) error {
+	a := strconv.FormatInt(act.Spec.ActivityID, 10)
+	for _, typ := range alertedAnomalies {
+		reconcileAnomalies.WithLabelValues(a, typ)
+	}
 	p := progressOf(&act.Status)
 	if p.ReconcileRunsCountedUntil == nil {
 		// The first look. "Nothing yet" is the epoch, not the zero time:
@@ -58,11 +72,11 @@ func (r *SeckillActivityReconciler) countRuns(ctx context.Context, act *seckillv
 		return err
 	}
 	for _, run := range runs {
-		reconcileDuration.Observe(run.Duration.Seconds())
+		reconcileDuration.WithLabelValues(a).Observe(run.Duration.Seconds())
 		for typ, f := range run.ByType {
-			reconcileAnomalies.WithLabelValues(typ).Add(float64(f.Found))
-			reconcileAutoRepairs.WithLabelValues(typ).Add(float64(f.AutoRepaired))
-			reconcileManual.WithLabelValues(typ).Add(float64(f.Manual))
+			reconcileAnomalies.WithLabelValues(a, typ).Add(float64(f.Found))
+			reconcileAutoRepairs.WithLabelValues(a, typ).Add(float64(f.AutoRepaired))
+			reconcileManual.WithLabelValues(a, typ).Add(float64(f.Manual))
 		}
 	}
 	at := metav1.NewMicroTime(runs[len(runs)-1].FinishedAt)

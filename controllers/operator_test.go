@@ -274,6 +274,11 @@ func TestCreationProvisionsAndRunsTheWorkloads(t *testing.T) {
 		}
 		require.Equal(t, "90001:4,90002:1", env["SECKILL_SKUS"].Value)
 		require.Equal(t, fmt.Sprint(s.activity), env["SECKILL_ACTIVITY_ID"].Value)
+		// Scraped where a Prometheus reads annotations: the metrics port,
+		// apart from the gateway's public one.
+		ann := d.Spec.Template.Annotations
+		require.Equal(t, "true", ann["prometheus.io/scrape"], c)
+		require.Equal(t, fmt.Sprint(names.MetricsPort), ann["prometheus.io/port"], c)
 		require.True(t, *ctr.SecurityContext.ReadOnlyRootFilesystem)
 		require.NotNil(t, ctr.ReadinessProbe, c)
 		require.Equal(t, "50m", ctr.Resources.Requests.Cpu().String(), "default requests: never BestEffort")
@@ -388,6 +393,8 @@ func TestInventoryMetricsFollowTheStores(t *testing.T) {
 	require.Zero(t, gauge(inventoryPGDelta, a, sku))
 	require.Zero(t, gauge(inventoryRedisDelta, a, sku))
 	require.Zero(t, gauge(inventoryCrossDelta, a, sku))
+	require.Zero(t, testutil.ToFloat64(backlogOpen.WithLabelValues(a)), "nothing open")
+	require.Zero(t, testutil.ToFloat64(backlogAge.WithLabelValues(a)))
 
 	// PostgreSQL's schema refuses a unit lost from its columns outright
 	// (the gauge watches for a schema without that constraint).
@@ -756,16 +763,18 @@ var _ = control.Applied
 
 // The reconcile job's runs and anomalies, recorded in PostgreSQL by the
 // CronJob's pods, reach the operator's /metrics as design.md#metrics's
-// reconcile_anomaly_total, reconcile_auto_repair_total,
-// reconcile_manual_total{type} and reconcile_run_duration_seconds.
+// seckill_reconcile_anomaly_total, seckill_reconcile_auto_repair_total,
+// seckill_reconcile_manual_total{activity,type} and
+// seckill_reconcile_run_duration_seconds{activity}.
 func TestReconcileRunsReachTheOperatorsMetrics(t *testing.T) {
 	needsAPIServer(t)
 	s := newSale(t, "reconcile-metrics", nil)
 	s.eventually("active", func(a *seckillv1alpha1.SeckillActivity) bool { return a.Status.Phase == seckillv1alpha1.PhaseActive })
 	typ := fmt.Sprintf("TEST_ANOMALY_%d", s.activity)
+	a := strconv.FormatInt(s.activity, 10)
 	samples := func() uint64 {
 		var m dto.Metric
-		require.NoError(t, reconcileDuration.Write(&m))
+		require.NoError(t, reconcileDuration.WithLabelValues(a).(prometheus.Metric).Write(&m))
 		return m.GetHistogram().GetSampleCount()
 	}
 	before := samples()
@@ -793,13 +802,13 @@ func TestReconcileRunsReachTheOperatorsMetrics(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(reconcileAnomalies.WithLabelValues(typ)) == 3
+		return testutil.ToFloat64(reconcileAnomalies.WithLabelValues(a, typ)) == 3
 	}, 30*time.Second, 100*time.Millisecond, "counted on the next reconcile of the activity")
-	require.Equal(t, 1.0, testutil.ToFloat64(reconcileAutoRepairs.WithLabelValues(typ)))
-	require.Equal(t, 1.0, testutil.ToFloat64(reconcileManual.WithLabelValues(typ)))
+	require.Equal(t, 1.0, testutil.ToFloat64(reconcileAutoRepairs.WithLabelValues(a, typ)))
+	require.Equal(t, 1.0, testutil.ToFloat64(reconcileManual.WithLabelValues(a, typ)))
 	require.Greater(t, samples(), before, "the run's duration observed")
 	time.Sleep(2 * time.Second) // more reconciles of the activity: the run is counted once
-	require.Equal(t, 3.0, testutil.ToFloat64(reconcileAnomalies.WithLabelValues(typ)))
+	require.Equal(t, 3.0, testutil.ToFloat64(reconcileAnomalies.WithLabelValues(a, typ)))
 }
 
 // PostgreSQL's certificate is verified against spec.connections.

@@ -76,7 +76,7 @@ type SeckillActivityReconciler struct {
 // forget drops what this process keeps about a deleted activity.
 func (r *SeckillActivityReconciler) forget(act *seckillv1alpha1.SeckillActivity) {
 	r.done.forget(act.UID)
-	forgetInventory(act.Spec.ActivityID)
+	forgetActivity(act.Spec.ActivityID)
 }
 
 // +kubebuilder:rbac:groups=seckill.io,resources=seckillactivities,verbs=get;list;watch;update;patch

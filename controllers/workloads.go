@@ -234,14 +234,17 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
+	var scrapePort int32
 	if port > 0 {
 		name := "metrics"
 		if component == ComponentGateway || component == ComponentPayments {
 			name = "http"
 		}
 		ctr.Ports = []corev1.ContainerPort{{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
+		scrapePort = port
 		if name == "http" { // the metrics apart from the public port (and its Service)
 			ctr.Ports = append(ctr.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: names.MetricsPort, Protocol: corev1.ProtocolTCP})
+			scrapePort = names.MetricsPort
 		}
 		probe := func(path string) *corev1.Probe {
 			return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(name)}},
@@ -284,8 +287,14 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	if component == ComponentGateway {
 		ctr.Args = append(ctr.Args, "-token-max-lifetime="+dur(act.Spec.Tokens.MaxLifetime, tokens.DefaultMaxLifetime).String())
 	}
+	annotations := map[string]string{"seckill.io/spec-hash": specHash(act)}
+	if scrapePort > 0 { // the conventional scrape annotations, for a Prometheus without the chart's PodMonitor
+		annotations["prometheus.io/scrape"] = "true"
+		annotations["prometheus.io/port"] = strconv.Itoa(int(scrapePort))
+		annotations["prometheus.io/path"] = "/metrics"
+	}
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels(act, component), Annotations: map[string]string{"seckill.io/spec-hash": specHash(act)}},
+		ObjectMeta: metav1.ObjectMeta{Labels: labels(act, component), Annotations: annotations},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{ctr}, RestartPolicy: restart,
 			// Its own account, no API token: no workload calls the Kubernetes API.

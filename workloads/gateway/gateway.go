@@ -29,6 +29,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
@@ -184,7 +185,7 @@ type Server struct {
 	log           *slog.Logger
 	now           func() time.Time
 	reg           *prometheus.Registry
-	m             metrics
+	m             gatewayMetrics
 	// draining: shutdown began; readiness fails so that the Service stops
 	// routing here while the requests already on their way are answered.
 	draining atomic.Bool
@@ -217,7 +218,7 @@ func (s *Server) Close() {
 	}
 }
 
-type metrics struct {
+type gatewayMetrics struct {
 	requests    *prometheus.CounterVec
 	byCode      map[string]prometheus.Counter // requests' children, looked up once
 	created     prometheus.Counter
@@ -240,8 +241,11 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 	if cfg.MoveMax < 1 {
 		cfg.MoveMax = 64
 	}
-	reg := prometheus.NewRegistry()
-	s := &Server{cfg: cfg, redis: rs, pg: pg, sender: sender, ring: ring, log: log, now: time.Now, reg: reg,
+	// Every series carries the seckill_ prefix and the activity label; the
+	// Go and process collectors keep their standard names.
+	gather := metrics.Registry()
+	reg := metrics.ForActivity(gather, cfg.ActivityID)
+	s := &Server{cfg: cfg, redis: rs, pg: pg, sender: sender, ring: ring, log: log, now: time.Now, reg: gather,
 		breaker: NewBreaker(5, 5*time.Second), limiter: newLimiter(cfg.RatePerSecond), statusLimiter: newLimiter(cfg.StatusPerSecond)}
 	if rc, ok := sender.(Reconnector); ok {
 		s.breaker.OnOpen(func() {
@@ -252,7 +256,7 @@ func New(cfg Config, rs *redisstore.Store, pg *pgxpool.Pool, sender Sender, ring
 			})
 		})
 	}
-	s.m = metrics{
+	s.m = gatewayMetrics{
 		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Reservation requests by answer code."}, []string{"code"}),
 		created:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_created_total", Help: "Redis reservations created."}),
 		sendUnknown: prometheus.NewCounter(prometheus.CounterOpts{Name: "reservation_send_unknown_total", Help: "Immediate sends whose outcome is unknown (left to the scanner)."}),

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -158,6 +159,22 @@ func (b *Backlog) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(b.count, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(b.age, prometheus.GaugeValue, oldest.Seconds())
+}
+
+// Prefix starts the name of every metric of ours (the Go and process
+// collectors keep their standard names).
+const Prefix = "seckill_"
+
+// ForActivity is where a workload of one activity registers its metrics:
+// every name gets Prefix and every series the activity label (the
+// activity's id; bounded — never a user, request or reservation id). A
+// workload started without an activity (by hand, serving every one) gets
+// the prefix only.
+func ForActivity(reg prometheus.Registerer, activity int64) prometheus.Registerer {
+	if activity > 0 {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"activity": strconv.FormatInt(activity, 10)}, reg)
+	}
+	return prometheus.WrapRegistererWithPrefix(Prefix, reg)
 }
 
 // Registry is a fresh registry with the Go and process collectors.

@@ -38,6 +38,42 @@ func TestBacklogIsMeasuredOnScrape(t *testing.T) {
 	require.Contains(t, body, "outbox_pending 0\n")
 }
 
+// Every metric of ours is prefixed and carries its activity, collectors
+// (the backlog gauges) included; the Go and process metrics keep their
+// standard names; a workload without an activity gets the prefix only.
+func TestMetricsArePrefixedAndCarryTheActivity(t *testing.T) {
+	for name, tc := range map[string]struct {
+		activity int64
+		want     []string
+	}{
+		"one activity": {42, []string{`seckill_outbox_send_total{activity="42",result="SENT"} 1`, `seckill_outbox_pending{activity="42"} 2`,
+			`seckill_order_consume_total{activity="42",group="g",result="COMMITTED"} 1`}},
+		"none": {0, []string{`seckill_outbox_send_total{result="SENT"} 1`, `seckill_outbox_pending 2`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			all := metrics.Registry()
+			reg := metrics.ForActivity(all, tc.activity)
+			metrics.NewRelay(reg).Sent.WithLabelValues("SENT").Inc()
+			metrics.NewConsumer(reg, "g").Consumed.WithLabelValues("COMMITTED").Inc()
+			reg.MustRegister(metrics.NewBacklog("outbox", "Outbox", func(context.Context) (int64, time.Duration, error) { return 2, 0, nil }))
+			_, body := get(t, metrics.Handler(all, &metrics.Health{}), "/metrics")
+			for _, line := range tc.want {
+				require.Contains(t, body, line+"\n")
+			}
+			require.Contains(t, body, "\ngo_goroutines ")
+			for _, line := range strings.Split(body, "\n") {
+				if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "go_") || strings.HasPrefix(line, "process_") || strings.HasPrefix(line, "promhttp_") {
+					continue
+				}
+				require.True(t, strings.HasPrefix(line, metrics.Prefix), line)
+				if tc.activity > 0 {
+					require.Contains(t, line, `activity="42"`)
+				}
+			}
+		})
+	}
+}
+
 func TestBacklogErrorIsNotAZero(t *testing.T) {
 	reg := metrics.Registry()
 	reg.MustRegister(metrics.NewBacklog("compensation", "Compensation", func(context.Context) (int64, time.Duration, error) {

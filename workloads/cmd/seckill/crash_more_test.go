@@ -191,7 +191,7 @@ func TestCompensatorCrashAfterLuaThenRestart(t *testing.T) {
 	require.Zero(t, stock())
 
 	args := []string{"compensator", "-pg-dsn", pool.Config().ConnString(), "-redis-addrs", testenv.Get(t, "SECKILL_REDIS_ADDR"),
-		"-lease", "2s", "-metrics-addr", "0"}
+		"-activity-id", strconv.FormatInt(activity, 10), "-lease", "2s", "-metrics-addr", "0"}
 	crashAt(t, bin, "after_compensation_lua", crashOpts{}, args...)
 	require.Equal(t, 1, stock(), "the Lua ran before the crash")
 	var task, reservation string
@@ -208,12 +208,15 @@ func TestCompensatorCrashAfterLuaThenRestart(t *testing.T) {
 	require.Equal(t, "COMPENSATED", reservation)
 	require.Equal(t, 1, stock(), "restored exactly once")
 
-	// The design.md#metrics figures on the worker's /metrics.
+	// The design.md#metrics figures on the worker's /metrics, prefixed and
+	// labelled with the activity.
 	resp, err := http.Get("http://" + maddr + "/metrics")
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	for _, line := range []string{"compensation_already_applied_total 1", `compensation_total{result="APPLIED"} 1`, "compensation_pending 0"} {
+	a := fmt.Sprintf(`activity="%d"`, activity)
+	for _, line := range []string{"seckill_compensation_already_applied_total{" + a + "} 1",
+		"seckill_compensation_total{" + a + `,result="APPLIED"} 1`, "seckill_compensation_pending{" + a + "} 0"} {
 		require.Contains(t, string(b), line+"\n")
 	}
 }

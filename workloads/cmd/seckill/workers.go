@@ -73,7 +73,8 @@ func worker(ctx context.Context, name string, args []string) error {
 
 	var closers []func() error
 	defer closeAll(&closers)
-	ob := &observe{reg: metrics.Registry(), health: &metrics.Health{Stale: 2 * time.Minute}}
+	all := metrics.Registry()
+	ob := &observe{reg: metrics.ForActivity(all, c.ActivityID), health: &metrics.Health{Stale: 2 * time.Minute}}
 	var w runner
 	var err error
 	switch name {
@@ -98,7 +99,7 @@ func worker(ctx context.Context, name string, args []string) error {
 	rctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
-		serr := metrics.Serve(rctx, *metricsAddr, metrics.Handler(ob.reg, ob.health))
+		serr := metrics.Serve(rctx, *metricsAddr, metrics.Handler(all, ob.health))
 		stop()
 		served <- serr
 	}()
@@ -112,10 +113,11 @@ func worker(ctx context.Context, name string, args []string) error {
 	return err
 }
 
-// observe is what every worker reports through: its metrics registry and
-// the health its probes read.
+// observe is what every worker reports through: where it registers its
+// metrics (prefixed, labelled with the activity) and the health its probes
+// read.
 type observe struct {
-	reg    *prometheus.Registry
+	reg    prometheus.Registerer
 	health *metrics.Health
 }
 

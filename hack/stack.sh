@@ -98,6 +98,20 @@ install_packages() {
   apt_install mvn maven
   apt_install jq jq
   apt_install ss iproute2
+  install_prometheus
+}
+
+# Debian's prometheus package: promtool for the alert rules' unit tests
+# (test/monitoring) and the server the cluster sale runs on the node. Its
+# service is not started (a policy-rc.d refuses it where none exists).
+install_prometheus() {
+  command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && return 0
+  local own_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && own_policy=1
+  fi
+  apt_install promtool prometheus
+  if [ -n "$own_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
 }
 
 # ---------------------------------------------------------------- PostgreSQL

@@ -104,6 +104,7 @@ cluster-status: ## Show what of the cluster runs.
 .PHONY: e2e
 e2e: cluster-up ## The sale on the real cluster: chart, activity patched while it runs, scaling, backlog guard, phases to Completed, invariants.
 	hack/cluster.sh image
+	go build -o .stack/cluster/bin/kubectl-seckill ./cmd/kubectl-seckill
 	SECKILL_E2E=1 go test -count=1 -v -timeout 20m ./test/e2e
 
 .PHONY: demo
@@ -111,6 +112,7 @@ demo: ## The demo flash sale, run by the operator on a real single-node Kubernet
 	@$(MAKE) --no-print-directory -j2 stack-up prebuild
 	@$(MAKE) --no-print-directory cluster-up
 	hack/cluster.sh image
+	go build -o .stack/cluster/bin/kubectl-seckill ./cmd/kubectl-seckill
 	go run ./hack/clusterdemo
 
 .PHONY: prebuild
@@ -128,6 +130,7 @@ demo-processes: ## The quick look: the workloads as processes on the local stack
 build: manifests generate ## Build the operator and the workloads binary.
 	CGO_ENABLED=0 go build -o bin/seckill-operator .
 	CGO_ENABLED=0 go build -o bin/seckill ./workloads/cmd/seckill
+	CGO_ENABLED=0 go build -o bin/kubectl-seckill ./cmd/kubectl-seckill
 
 .PHONY: run
 run: manifests generate ## Run the operator against the current kubeconfig.

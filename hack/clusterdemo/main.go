@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill-operator/internal/stackenv"
@@ -79,7 +80,13 @@ func report(r *clustersale.Result) {
 	fmt.Printf("\n  scaled up from the backlog %s, back down %s; backlog guard set %s, cleared %s; consumer pod killed: %s\n",
 		yes[r.ScaledUp], yes[r.ScaledDown], yes[r.GuardSet], yes[r.GuardCleared], r.KilledPod)
 	fmt.Printf("\nanswers to %d buyers: %v\n", sum(r.Answers), r.Answers)
-	fmt.Println("\ninvariants (PostgreSQL and Redis)")
+	if r.PluginStatus != "" {
+		fmt.Println("\nkubectl seckill status, while selling")
+		for _, l := range strings.Split(strings.TrimRight(r.PluginStatus, "\n"), "\n") {
+			fmt.Println("  " + l)
+		}
+	}
+	fmt.Println("\nchecks: invariants (PostgreSQL and Redis), alerts on a real Prometheus, the dashboard, the plugin")
 	for _, c := range r.Checks {
 		mark := "ok  "
 		if !c.OK {

@@ -130,6 +130,8 @@ type Result struct {
 	Archived               bool
 	Checks                 []Check
 	Took                   time.Duration
+	// PluginStatus is `kubectl seckill status` while the sale ran.
+	PluginStatus string
 }
 
 // Failed lists the checks that did not hold.
@@ -156,6 +158,8 @@ type run struct {
 	act        *seckillv1alpha1.SeckillActivity
 	tokenKey   []byte
 	base       string
+	// prom is the run's Prometheus (prometheus.go).
+	prom *prometheus
 	// fixSecret adds the key apply left out of the Secret.
 	fixSecret func(context.Context) error
 
@@ -200,6 +204,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := r.install(ctx); err != nil {
 		return r.res, err
 	}
+	if r.prom, err = r.startPrometheus(ctx); err != nil {
+		return r.res, err
+	}
+	defer r.prom.stop()
 	if err := r.apply(ctx); err != nil {
 		return r.res, err
 	}
@@ -670,7 +678,7 @@ func (r *run) sale(ctx context.Context) error {
 	<-killed
 
 	// 2. Stock raised mid-sale.
-	if err := r.kubectlPatch(ctx, fmt.Sprintf(`{"spec":{"skus":[{"id":1,"stock":%d,"buckets":2,"priceCents":%d}]}}`, stock+more, clusterPriceCents)); err != nil {
+	if _, err := r.plugin(ctx, "add-stock", r.act.Name, "1", fmt.Sprint(more)); err != nil {
 		return err
 	}
 	if err := r.until(ctx, "the stock increase reached PostgreSQL", time.Minute, func() bool {
@@ -686,7 +694,7 @@ func (r *run) sale(ctx context.Context) error {
 	r.logf("stock is %d in PostgreSQL and Redis", stock+more)
 
 	// 3. Paused and resumed.
-	if err := r.kubectlPatch(ctx, `{"spec":{"paused":true}}`); err != nil {
+	if _, err := r.plugin(ctx, "pause", r.act.Name); err != nil {
 		return err
 	}
 	if err := r.until(ctx, "Paused", time.Minute, func() bool { return r.status(ctx).Phase == seckillv1alpha1.PhasePaused }); err != nil {
@@ -700,12 +708,16 @@ func (r *run) sale(ctx context.Context) error {
 		return err
 	}
 	r.logf("while paused the gateway answers %s", gateway.CodePaused)
-	if err := r.kubectlPatch(ctx, `{"spec":{"paused":false}}`); err != nil {
+	if _, err := r.plugin(ctx, "resume", r.act.Name); err != nil {
 		return err
 	}
 	if err := r.until(ctx, "Active again", time.Minute, func() bool { return r.status(ctx).Phase == seckillv1alpha1.PhaseActive }); err != nil {
 		return err
 	}
+	if err := r.conservationDelta(ctx); err != nil {
+		return err
+	}
+	r.pluginStatus(ctx, "selling")
 
 	// 4. Consumers suspended: a real backlog, the backlog guard.
 	if err := r.suspend(ctx, true); err != nil {
@@ -719,6 +731,9 @@ func (r *run) sale(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// The backlog's age is the order SLO's alert: Prometheus, scraping the
+	// operator, fires it while nothing drains.
+	r.awaitAlert(ctx, "SeckillOrderBacklogLagging", true, 2*time.Minute)
 	// 5. Resumed: the operator scales up from the backlog, then back down.
 	if err := r.suspend(ctx, false); err != nil {
 		return err
@@ -730,6 +745,7 @@ func (r *run) sale(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	r.awaitAlert(ctx, "SeckillOrderBacklogLagging", false, 2*time.Minute)
 
 	// 6. The rest sells out with the consumers suspended again, and the end
 	// is brought forward: the sale drains after its end.
@@ -852,6 +868,10 @@ func (r *run) finish(ctx context.Context) error {
 	if err := r.checks(ctx); err != nil {
 		return err
 	}
+	if err := r.monitoringChecks(ctx); err != nil {
+		return err
+	}
+	r.pluginJobs(ctx)
 	r.check("the workloads stop once the sale is Completed", stoppedErr == nil, fmt.Sprint(stoppedErr == nil))
 	r.logf("kubectl delete seckillactivity %s", r.act.Name)
 	if _, err := r.cmd(ctx, r.kubectl, "-n", r.act.Namespace, "delete", "seckillactivity", r.act.Name, "--wait", "--timeout", "2m"); err != nil {

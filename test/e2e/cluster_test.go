@@ -60,6 +60,9 @@ func TestSaleOnTheCluster(t *testing.T) {
 	require.True(t, res.GuardCleared, "and cleared it once drained")
 	require.Positive(t, res.Answers["ACTIVITY_PAUSED"], "paused: the gateway refused")
 	require.Positive(t, res.Answers["SOLD_OUT"], "more buyers than stock")
+	for _, c := range res.Checks {
+		t.Logf("check %-5v %s: %s", c.OK, c.Name, c.Got)
+	}
 	require.Empty(t, res.Failed(), "every invariant holds")
 }
 

@@ -101,8 +101,12 @@ var Grants = map[string][]Privileges{
 	// The reconcile job reads everything it compares and writes its runs,
 	// anomalies and repairs (a repair may reject a timed-out reservation,
 	// re-send an event, freeze a reservation) and deletes the activity's
-	// sent outbox events and finished inbox rows past their retention.
+	// sent outbox events and finished inbox rows past their retention. The
+	// runbook's verbs run as this role too (kubectl seckill runbook: a Job
+	// from the reconcile CronJob): its verify and evidence read the
+	// quarantine.
 	Reconcile: {
+		{On: "message_quarantine", What: r},
 		{On: "sku_inventory", What: r},
 		{On: "orders", What: r},
 		{On: "payment_record", What: r},

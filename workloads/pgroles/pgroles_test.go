@@ -32,7 +32,8 @@ var statements = map[string][]string{
 		"outbox/sql/insert.sql", "inbox/sql/quarantine.sql"},
 	pgroles.Payments: {"payment/sql/*.sql", "outbox/sql/insert.sql", "inbox/sql/quarantine.sql"},
 	pgroles.Reconcile: {"reconcile/sql/*.sql", "repair/sql/*.sql", "control/sql/inventory.sql", "control/sql/compensation_paused.sql",
-		"orderstore/sql/control_get.sql", "orderstore/sql/reservation_*.sql", "orderstore/sql/compensation_insert.sql", "outbox/sql/insert.sql"},
+		"orderstore/sql/control_get.sql", "orderstore/sql/reservation_*.sql", "orderstore/sql/compensation_insert.sql", "outbox/sql/insert.sql",
+		"runbook/sql/*.sql", "invariants/sql/*.sql"},
 }
 
 func connectAs(t *testing.T, dsn, name, password string) *pgx.Conn {

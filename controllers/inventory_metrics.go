@@ -36,10 +36,15 @@ var (
 	backlogAge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "seckill_order_backlog_oldest_age_seconds",
 		Help: "Age of the oldest open reservation: how long the slowest order-create message has been on its way."}, []string{"activity"})
+	// The order consumers as the operator sized them (its reason is in
+	// status.scalingReason and an event: text is no label).
+	consumerCount = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "seckill_order_consumers",
+		Help: "Order consumer pods: desired (the operator's decision) and ready."}, []string{"activity", "state"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(inventoryPGDelta, inventoryRedisDelta, inventoryCrossDelta, skuUnits, backlogOpen, backlogAge)
+	crmetrics.Registry.MustRegister(inventoryPGDelta, inventoryRedisDelta, inventoryCrossDelta, skuUnits, backlogOpen, backlogAge, consumerCount)
 }
 
 // observeInventory sets the activity's stock figures and backlog from one
@@ -63,12 +68,19 @@ func observeInventory(activity int64, counts []control.SKUCounts, b control.Back
 	}
 }
 
+// observeConsumers sets the order consumers desired and ready.
+func observeConsumers(activity int64, desired, ready int32) {
+	a := strconv.FormatInt(activity, 10)
+	consumerCount.WithLabelValues(a, "desired").Set(float64(desired))
+	consumerCount.WithLabelValues(a, "ready").Set(float64(ready))
+}
+
 // forgetActivity drops the activity's series, stock and reconcile runs
 // alike (it is deleted).
 func forgetActivity(activity int64) {
 	l := prometheus.Labels{"activity": strconv.FormatInt(activity, 10)}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		inventoryPGDelta, inventoryRedisDelta, inventoryCrossDelta, skuUnits, backlogOpen, backlogAge,
+		inventoryPGDelta, inventoryRedisDelta, inventoryCrossDelta, skuUnits, backlogOpen, backlogAge, consumerCount,
 		reconcileAnomalies, reconcileAutoRepairs, reconcileManual, reconcileDuration} {
 		v.DeletePartialMatch(l)
 	}

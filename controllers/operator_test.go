@@ -395,6 +395,10 @@ func TestInventoryMetricsFollowTheStores(t *testing.T) {
 	require.Zero(t, gauge(inventoryCrossDelta, a, sku))
 	require.Zero(t, testutil.ToFloat64(backlogOpen.WithLabelValues(a)), "nothing open")
 	require.Zero(t, testutil.ToFloat64(backlogAge.WithLabelValues(a)))
+	require.Eventually(t, func() bool {
+		st := s.get().Status
+		return st.DesiredConsumers > 0 && float64(st.DesiredConsumers) == testutil.ToFloat64(consumerCount.WithLabelValues(a, "desired"))
+	}, 30*time.Second, 100*time.Millisecond, "the consumers as the operator sized them")
 
 	// PostgreSQL's schema refuses a unit lost from its columns outright
 	// (the gauge watches for a schema without that constraint).

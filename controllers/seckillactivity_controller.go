@@ -182,6 +182,7 @@ func (r *SeckillActivityReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return r.failed(ctx, before, &act, err)
 	}
 	st.DesiredConsumers, st.ReadyConsumers = desired, ready
+	observeConsumers(act.Spec.ActivityID, desired, ready)
 	if allReady {
 		setCondition(&act, seckillv1alpha1.ConditionWorkloadsReady, true, "Ready", "every workload is ready")
 	} else {

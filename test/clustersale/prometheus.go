@@ -421,7 +421,7 @@ func (r *run) monitoringChecks(ctx context.Context) error {
 // that no run takes the moment up as an anomaly of the sale.
 func (r *run) conservationDelta(ctx context.Context) error {
 	for {
-		if m := time.Now().Minute() % 10; m >= 1 && m <= 7 { // up to two minutes before the next run
+		if m := time.Now().Minute() % 10; m != 9 && m != 0 { // a minute clear of the run at :x0
 			break
 		}
 		r.logf("waiting for the reconcile CronJob's minute to pass")

@@ -4,21 +4,23 @@ package main
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	seckillv1alpha1 "github.com/seckill/seckill-operator/api/v1alpha1"
 	"github.com/seckill/seckill-operator/controllers"
 	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/logs"
 )
 
 var scheme = runtime.NewScheme()
@@ -40,10 +42,16 @@ func main() {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch (a namespace-scoped install: Roles there, no ClusterRole). Empty: all.")
 	flag.StringVar(&workloadImage, "workload-image", os.Getenv("SECKILL_WORKLOAD_IMAGE"), "Image the workloads run (the operator's own; the chart sets it). Empty with no --allowed-workload-images: any manifest's image runs (development only).")
 	flag.StringVar(&allowedImages, "allowed-workload-images", "", "Comma-separated image prefixes a SeckillActivity may name besides --workload-image.")
-	opts := zap.Options{Development: false}
-	opts.BindFlags(flag.CommandLine)
+	logLevel := flag.String("log-level", "info", "Lowest level logged: debug, info, warn or error.")
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	level, err := logs.ParseLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--log-level: %v\n", err)
+		os.Exit(2)
+	}
+	// The workloads' logger (JSON lines, the same fields), through logr's
+	// slog bridge: one format for the operator and every workload.
+	ctrl.SetLogger(logr.FromSlogHandler(logs.New(os.Stderr, "operator", logs.Options{Level: level}).Handler()))
 	log := ctrl.Log.WithName("setup")
 
 	var tlsOpts []func(*tls.Config)

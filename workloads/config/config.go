@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/tlsca"
@@ -49,6 +51,15 @@ type Common struct {
 	// IDKeys is "version:hexkey,..."; IDKeyCurrent the version for new ids.
 	IDKeys       string
 	IDKeyCurrent int
+	// LogLevel is the lowest level logged (the per-message events of a
+	// sale's hot path are Debug).
+	LogLevel slog.Level
+}
+
+// Logger is the workload's logger (package logs: JSON lines with the
+// specification's fields), carrying the activity.
+func (c *Common) Logger(workload string) *slog.Logger {
+	return logs.New(os.Stderr, workload, logs.Options{Level: c.LogLevel, ActivityID: c.ActivityID})
 }
 
 // SplitList splits a comma-separated flag value, trimming items and
@@ -94,6 +105,10 @@ func (c *Common) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.IDKeys, "id-keys", env(names.EnvIDKeys, ""), "HMAC keys version:hex,... ($"+names.EnvIDKeys+")")
 	cur, _ := strconv.Atoi(env(names.EnvIDKeyCurrent, "1"))
 	fs.IntVar(&c.IDKeyCurrent, "id-key-current", cur, "key version for new ids ($"+names.EnvIDKeyCurrent+")")
+	if err := c.LogLevel.UnmarshalText([]byte(env("SECKILL_LOG_LEVEL", "info"))); err != nil {
+		c.LogLevel = slog.LevelInfo // an unreadable environment default: -log-level says so when given
+	}
+	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "lowest level logged: debug, info, warn, error ($SECKILL_LOG_LEVEL)")
 }
 
 // Need lists the settings a workload requires; Check reports every missing one.

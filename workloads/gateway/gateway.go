@@ -29,6 +29,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
@@ -596,12 +597,15 @@ func (s *Server) doReserve(r *http.Request) answer {
 	if err != nil {
 		// Unknown: the script may have run. The client retries with the same
 		// request_id and gets the same reservation.
-		s.log.Warn("reserve failed", "request_id", req.RequestID, "error", err)
+		s.log.Warn("reserve failed", append([]any{logs.RequestID, req.RequestID}, logs.Err(err)...)...)
 		return answer{Code: CodeServiceUnavailable, Message: "retry with the same request_id"}
 	}
 	switch res.Code {
 	case redisstore.ReserveOK:
 		s.m.created.Inc()
+		if s.log.Enabled(r.Context(), slog.LevelDebug) { // one line per reservation: debug
+			s.log.Debug("reservation created", append(reservationFields(rr), logs.Event, logs.EventReservationCreated)...)
+		}
 		if err := s.failpoint("after_redis_reserve"); err != nil {
 			return answer{Code: CodeServiceUnavailable, Message: "retry with the same request_id"}
 		}
@@ -662,8 +666,11 @@ func (s *Server) send(ctx context.Context, o outgoing) {
 		// Not the broker's failure: the scanner sends it (and fails the
 		// same way, visibly) with the same id.
 		s.breaker.Release(o.ticket)
-		s.log.Error("order-create message not encoded; left to the scanner", "reservation_id", rr.ReservationID, "error", err)
+		s.log.Error("order-create message not encoded; left to the scanner", append(reservationFields(rr), logs.Err(err)...)...)
 		return
+	}
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("order-create send started", append(reservationFields(rr), logs.Event, logs.EventReservationSendStarted)...)
 	}
 	for i := 0; i < s.cfg.SendAttempts; i++ {
 		sctx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
@@ -682,16 +689,23 @@ func (s *Server) send(ctx context.Context, o outgoing) {
 			return
 		}
 		if aerr := s.ackSend(bg, rr, now); aerr != nil {
-			s.log.Warn("sent but not acked; the scanner resends with the same id", "reservation_id", rr.ReservationID, "error", aerr)
+			s.log.Warn("sent but not acked; the scanner resends with the same id", append(reservationFields(rr), logs.Err(aerr)...)...)
 		}
 		return
 	}
 	s.m.sendUnknown.Inc()
-	s.log.Warn("send outcome unknown; left to the scanner", "reservation_id", rr.ReservationID, "error", err)
+	s.log.Warn("send outcome unknown; left to the scanner", append(append(reservationFields(rr),
+		logs.Event, logs.EventReservationSendUnknown, logs.AttemptCount, s.cfg.SendAttempts), logs.Err(err)...)...)
 	if _, rerr := s.redis.RescheduleSend(bg, rr.Slot, rr.ReservationID, rr.SendDue.UnixMilli(), rr.SendDue, redisstore.MQUnknown, err.Error()); rerr != nil {
 		// The entry stays due as reserved: the scanner sends it all the same.
-		s.log.Warn("send state not recorded", "reservation_id", rr.ReservationID, "error", rerr)
+		s.log.Warn("send state not recorded", append(reservationFields(rr), logs.Err(rerr)...)...)
 	}
+}
+
+// reservationFields are the §12.1 fields of a reservation.
+func reservationFields(rr redisstore.ReserveRequest) []any {
+	return []any{logs.ReservationID, rr.ReservationID, logs.MessageID, rr.MessageID, logs.RequestID, rr.RequestID,
+		logs.TraceID, rr.TraceID, logs.SKUID, rr.Slot.SKUID, logs.UserID, rr.UserID}
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {

@@ -1,10 +1,10 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -41,6 +42,37 @@ type fixture struct {
 	rs       *redisstore.Store
 	activity int64
 	slot     redisstore.Slot
+	// logged is the gateway's log: JSON lines at debug (package logs).
+	logged *lockedBuffer
+}
+
+// lockedBuffer is a buffer written from the gateway's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// events counts the §12.1 events logged, each line one JSON object.
+func (f *fixture) events(t *testing.T) map[string]int {
+	t.Helper()
+	f.logged.mu.Lock()
+	defer f.logged.mu.Unlock()
+	seen := map[string]int{}
+	for _, line := range bytes.Split(bytes.TrimSpace(f.logged.buf.Bytes()), []byte("\n")) {
+		var l map[string]any
+		require.NoError(t, json.Unmarshal(line, &l), "%s", line)
+		if e, ok := l[logs.Event].(string); ok {
+			seen[e]++
+			require.NotEmpty(t, l[logs.ReservationID], "%s", line)
+		}
+	}
+	return seen
 }
 
 func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*gateway.Config)) *fixture {
@@ -72,11 +104,12 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*
 	for _, f := range tune {
 		f(&cfg)
 	}
-	g := gateway.New(cfg, rs, testenv.Database(t), sender, ring, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	logged := &lockedBuffer{}
+	g := gateway.New(cfg, rs, testenv.Database(t), sender, ring, logs.New(logged, "gateway", logs.Options{Level: slog.LevelDebug, ActivityID: activity}))
 	t.Cleanup(g.Close) // after the server's (cleanups run last first): its send workers and batchers end
 	srv := httptest.NewServer(conforming(t, g.Handler()))
 	t.Cleanup(srv.Close)
-	return &fixture{g: g, srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot}
+	return &fixture{g: g, srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot, logged: logged}
 }
 
 type reply struct {
@@ -217,6 +250,10 @@ func TestBrokerFailuresOpenTheBreaker(t *testing.T) {
 	n, err := f.rdb.ZCard(context.Background(), f.slot.SendDue()).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(5), n, "every unsent reservation waits in send_due")
+	seen := f.events(t)
+	for _, e := range []string{logs.EventReservationCreated, logs.EventReservationSendStarted, logs.EventReservationSendUnknown} {
+		require.Equal(t, 5, seen[e], "%s once per reservation: %v", e, seen)
+	}
 }
 
 // reconnectingSender fails while the broker is "away"; Reconnect records

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill-operator/workloads/inbox"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/states"
 )
 
@@ -234,10 +235,16 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		}
 		answer(http.StatusConflict, "CONFLICT", err.Error())
 	case err != nil:
-		h.Log.Warn("payment callback not applied", "provider", provider, "transaction_id", cb.TransactionID, "error", err)
+		h.Log.Warn("payment callback not applied", append([]any{"provider", provider, "transaction_id", cb.TransactionID, logs.OrderID, cb.OrderID}, logs.Err(err)...)...)
 		answer(http.StatusServiceUnavailable, "RETRY", "not applied; send again")
 	default:
-		h.Log.Info("payment callback", "provider", provider, "transaction_id", cb.TransactionID, "order_id", cb.OrderID, "result", result)
+		fields := []any{"provider", provider, "transaction_id", cb.TransactionID, logs.OrderID, cb.OrderID, logs.PaymentID, cb.PaymentID(), "result", result}
+		if result == ResultPaidAfterCancel {
+			// The payment and the cancel met: the order was cancelled first.
+			h.Log.Warn("payment for a cancelled order: refund flow", append(fields, logs.Event, logs.EventPaymentCancelRace)...)
+		} else {
+			h.Log.Info("payment callback", fields...)
+		}
 		answer(http.StatusOK, result, "")
 	}
 }

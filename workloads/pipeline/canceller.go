@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/cancel"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/inbox"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/payment"
@@ -70,12 +71,12 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 		// The channel reports a payment that contradicts what is recorded
 		// (its transaction belongs to another order): no automatic decision.
 		// The order stays CANCEL_PENDING, the timer is kept as evidence.
-		c.Log.Error("cancel timer: the channel's payment conflicts; quarantined for review", "order_id", tm.OrderID, "error", err)
+		c.Log.Error("cancel timer: the channel's payment conflicts; quarantined for review", append([]any{logs.OrderID, tm.OrderID}, logs.Err(err)...)...)
 		quarantine(ctx, c.MQ, c.Cancel.Pool, inbox.Quarantined{Group: c.Group, Reason: events.ReasonInconsistent, Detail: err.Error()}, d, c.Log)
 		return
 	}
 	if err != nil {
-		c.Log.Warn("cancel timer failed; redelivery", "order_id", tm.OrderID, "error", err)
+		c.Log.Warn("cancel timer failed; redelivery", append([]any{logs.OrderID, tm.OrderID}, logs.Err(err)...)...)
 		retryLater(c.MQ, d, 5*time.Second, c.Log)
 		return
 	}
@@ -101,7 +102,13 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 		// Not now: the same timer comes back later (bounded wait).
 		retryLater(c.MQ, d, min(max(time.Until(out.RetryAt), time.Second), 10*time.Minute), c.Log)
 	default:
-		c.Log.Info("cancel timer", "order_id", tm.OrderID, "result", out.Result)
+		if out.Result == cancel.PaidInstead {
+			// The payment and the cancel met: the channel's success wins.
+			c.Log.Warn("cancel timer met a successful payment: applied as paid", logs.Event, logs.EventPaymentCancelRace,
+				logs.OrderID, tm.OrderID, "result", out.Result)
+		} else {
+			c.Log.Info("cancel timer", logs.OrderID, tm.OrderID, "result", out.Result)
+		}
 		ackDone(ctx, c.MQ, d, c.Log)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill-operator/workloads/compensation"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 )
 
@@ -32,7 +33,7 @@ func (c *Compensator) Run(ctx context.Context) error {
 		c.Health.Beat()
 		tasks, err := c.Worker.Claim(ctx, c.Batch)
 		if err != nil {
-			c.Log.Warn("claim failed", "error", err)
+			c.Log.Warn("claim failed", logs.Err(err)...)
 			idle(ctx, time.Second)
 			continue
 		}
@@ -43,19 +44,29 @@ func (c *Compensator) Run(ctx context.Context) error {
 			idle(ctx, 50*time.Millisecond)
 			continue
 		}
+		debug := c.Log.Enabled(ctx, slog.LevelDebug) // one line per task: debug
 		for _, t := range tasks {
+			fields := []any{logs.ReservationID, t.ReservationID, logs.CompensationID, t.CompensationID, logs.AttemptCount, t.Attempt, logs.SKUID, t.Slot.SKUID}
+			if debug {
+				c.Log.Debug("compensation authorized by its task", append(fields, logs.Event, logs.EventCompensationAuthorized)...)
+			}
 			outcome, reason, err := c.Worker.Run(ctx, t)
 			c.Metrics.Total.WithLabelValues(outcome).Inc()
+			fields = append(fields, "outcome", outcome, "reason", reason)
 			switch {
 			case reason == "ALREADY_COMPENSATED":
 				c.Metrics.AlreadyApplied.Inc()
+				c.Log.Info("compensation found already applied in Redis", append(fields, logs.Event, logs.EventCompensationAlready)...)
 			case reason == "RESERVATION_MISSING":
 				c.Metrics.RedisMissing.Inc()
+				c.Log.Warn("compensation: the Redis reservation is missing; left for a person", append(fields, logs.Event, logs.EventCompensationRedisMissing)...)
 			case outcome == compensation.OutcomeManual:
 				c.Metrics.StateConflict.Inc()
+			case outcome == compensation.OutcomeApplied && err == nil && debug:
+				c.Log.Debug("compensation applied in Redis", append(fields, logs.Event, logs.EventCompensationRedisApplied)...)
 			}
-			if err != nil || outcome != compensation.OutcomeApplied {
-				c.Log.Warn("compensation not applied", "reservation_id", t.ReservationID, "outcome", outcome, "reason", reason, "error", err)
+			if err != nil || (outcome != compensation.OutcomeApplied && reason != "RESERVATION_MISSING") {
+				c.Log.Warn("compensation not applied", append(fields, logs.Err(err)...)...)
 			}
 		}
 	}

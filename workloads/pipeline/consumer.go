@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/inbox"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
@@ -90,6 +91,8 @@ func (c *OrderConsumer) handleBatch(ctx context.Context, ds []mq.Delivery) {
 func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.OrderCreateRequested, out orderstore.Outcome, err error, took time.Duration) {
 	if errors.Is(err, orderstore.ErrCommitUnknown) {
 		c.Metrics.CommitUnknown.Inc()
+		c.Log.Warn("order commit outcome unknown; verified before anything else", append(messageFields(msg, d),
+			logs.Event, logs.EventOrderCommitUnknown, "action", out.Action.String())...)
 	}
 	switch out.Action {
 	case orderstore.Ack:
@@ -97,6 +100,14 @@ func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.Or
 		c.count(out)
 		if out.Result == orderstore.ResultOrderCreated && !out.Redelivered {
 			c.Metrics.ToOrder.Observe(time.Since(msg.ReservedAt).Seconds())
+		}
+		switch {
+		case out.Redelivered || out.Result == orderstore.ResultDuplicate:
+			c.Log.Info("duplicate delivery answered from the inbox", append(messageFields(msg, d),
+				logs.Event, logs.EventOrderConsumerDuplicate, "result", out.Result)...)
+		case c.Log.Enabled(ctx, slog.LevelDebug): // one line per message: debug
+			c.Log.Debug("order transaction committed", append(messageFields(msg, d),
+				logs.Event, logs.EventOrderTransactionCommitted, "result", out.Result, logs.OrderID, out.OrderID, "reason", out.Reason)...)
 		}
 		c.acks.ack(ctx, d)
 	case orderstore.Manual:
@@ -110,13 +121,19 @@ func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.Or
 		if c.MaxAttempts > 0 && d.Attempt >= c.MaxAttempts {
 			// The broker moves it to %DLQ%<group>; "seckill dlq-replay" brings it back.
 			c.Metrics.DeadLettered.Inc()
-			c.Log.Error("last attempt failed; the message goes to the DLQ", "message_id", msg.MessageID,
-				"reservation_id", msg.ReservationID, "attempt", d.Attempt, "dlq", "%DLQ%"+c.Store.Group, "error", err)
+			c.Log.Error("last attempt failed; the message goes to the DLQ", append(append(messageFields(msg, d),
+				"dlq", "%DLQ%"+c.Store.Group), logs.Err(err)...)...)
 		} else {
-			c.Log.Warn("order transaction not committed; redelivery", "message_id", msg.MessageID, "attempt", d.Attempt, "error", err)
+			c.Log.Warn("order transaction not committed; redelivery", append(messageFields(msg, d), logs.Err(err)...)...)
 		}
 		retryLater(c.MQ, d, time.Second, c.Log)
 	}
+}
+
+// messageFields are the §12.1 fields of an order-create message.
+func messageFields(msg events.OrderCreateRequested, d mq.Delivery) []any {
+	return []any{logs.TraceID, msg.Trace.TraceID, logs.MessageID, msg.MessageID, logs.ReservationID, msg.ReservationID,
+		logs.RequestID, msg.RequestID, logs.SKUID, msg.SKUID, logs.UserID, msg.UserID, logs.AttemptCount, d.Attempt}
 }
 
 // count records an acknowledged outcome in the design.md#metrics metrics.

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/seckill/seckill-operator/workloads/inbox"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 )
@@ -28,7 +29,7 @@ import (
 func quarantine(ctx context.Context, c *mq.Consumer, pool *pgxpool.Pool, q inbox.Quarantined, d mq.Delivery, log *slog.Logger) bool {
 	q.Topic, q.BrokerMessageID, q.Payload = d.Topic, d.BrokerID, d.Body
 	if err := inbox.Quarantine(ctx, pool, q); err != nil {
-		log.Error("quarantine failed; message left for redelivery", "broker_message_id", d.BrokerID, "error", err)
+		log.Error("quarantine failed; message left for redelivery", append([]any{"broker_message_id", d.BrokerID}, logs.Err(err)...)...)
 		retryLater(c, d, 5*time.Second, log)
 		return false
 	}
@@ -42,7 +43,7 @@ func quarantine(ctx context.Context, c *mq.Consumer, pool *pgxpool.Pool, q inbox
 // returned.
 func retryLater(c *mq.Consumer, d mq.Delivery, delay time.Duration, log *slog.Logger) {
 	if err := c.Retry(d, delay); err != nil {
-		log.Warn("retry not scheduled; the message comes back after its invisibility", "broker_message_id", d.BrokerID, "error", err)
+		log.Warn("retry not scheduled; the message comes back after its invisibility", append([]any{"broker_message_id", d.BrokerID}, logs.Err(err)...)...)
 	}
 }
 
@@ -51,7 +52,7 @@ func retryLater(c *mq.Consumer, d mq.Delivery, delay time.Duration, log *slog.Lo
 // not returned.
 func ackDone(ctx context.Context, c *mq.Consumer, d mq.Delivery, log *slog.Logger) {
 	if err := c.Ack(ctx, d); err != nil {
-		log.Warn("ack failed; the redelivery is answered again", "broker_message_id", d.BrokerID, "error", err)
+		log.Warn("ack failed; the redelivery is answered again", append([]any{"broker_message_id", d.BrokerID}, logs.Err(err)...)...)
 	}
 }
 
@@ -139,7 +140,7 @@ func receiveBatches(ctx context.Context, c *mq.Consumer, invisible time.Duration
 			health.Beat()
 			ds, err := c.Receive(ctx, 16, invisible)
 			if err != nil {
-				log.Warn("receive failed", "error", err)
+				log.Warn("receive failed", logs.Err(err)...)
 				idle(ctx, time.Second)
 				continue
 			}
@@ -194,7 +195,7 @@ func drainContext(ctx context.Context, grace time.Duration) (context.Context, co
 func handBack(c *mq.Consumer, ds []mq.Delivery, log *slog.Logger) {
 	for _, d := range ds {
 		if err := c.Retry(d, time.Second); err != nil {
-			log.Warn("handing back a delivery at shutdown failed; it is redelivered after its invisibility", "message_id", d.MessageID, "error", err)
+			log.Warn("handing back a delivery at shutdown failed; it is redelivered after its invisibility", append([]any{logs.MessageID, d.MessageID}, logs.Err(err)...)...)
 		}
 	}
 	log.Info("shutdown: handed deliveries back to the broker", "count", len(ds))

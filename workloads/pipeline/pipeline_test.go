@@ -3,7 +3,7 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
-	"io"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/invariants"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
@@ -57,6 +58,39 @@ type harness struct {
 	// the workers' metrics (the first consumer's, the first relay's)
 	consumerMetrics *metrics.Consumer
 	relayMetrics    *metrics.Relay
+	// logs is what every worker logged: JSON lines at debug (package logs).
+	logs *lockedBuffer
+}
+
+// lockedBuffer is a buffer the workers write to concurrently.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// events are the §12.1 event names the workers have logged so far; every
+// line must be one JSON object carrying the workload and the activity.
+func (h *harness) events(t *testing.T) map[string]int {
+	t.Helper()
+	h.logs.mu.Lock()
+	defer h.logs.mu.Unlock()
+	seen := map[string]int{}
+	for _, line := range bytes.Split(bytes.TrimSpace(h.logs.buf.Bytes()), []byte("\n")) {
+		var l map[string]any
+		require.NoError(t, json.Unmarshal(line, &l), "%s", line)
+		require.Equal(t, "pipeline-test", l[logs.Workload], "%s", line)
+		require.InDelta(t, h.activity, l[logs.ActivityID], 0, "%s", line)
+		if e, ok := l[logs.Event].(string); ok {
+			seen[e]++
+		}
+	}
+	return seen
 }
 
 // start provisions a SKU (PostgreSQL and Redis buckets) and runs every worker
@@ -77,13 +111,14 @@ func startWith(t *testing.T, pgStock, redisStock int, paymentWindow time.Duratio
 func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWindow time.Duration, channel provider.Channel, tune ...func(*pipeline.Canceller)) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	pool := testenv.Database(t)
 	rdb := testenv.RedisSingle(t)
 	require.NoError(t, redisstore.LoadScripts(ctx, rdb))
 	rs := redisstore.New(rdb)
 	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("pipeline-test-key-0123456789abcdef")})
 	activity := time.Now().UnixNano() % 1_000_000_000_000
+	logged := &lockedBuffer{}
+	log := logs.New(logged, "pipeline-test", logs.Options{Level: slog.LevelDebug, ActivityID: activity})
 	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock, price_cents) VALUES ($1, $2, $3, $3, 100)`, activity, sku, pgStock)
 	require.NoError(t, err)
 	slots := redisstore.Slots(activity, sku, buckets)
@@ -142,7 +177,7 @@ func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWind
 		}
 		_ = producer.Close()
 	})
-	return &harness{ctx: ctx, pool: pool, rs: rs, ring: ring, producer: producer, activity: activity,
+	return &harness{ctx: ctx, pool: pool, rs: rs, ring: ring, producer: producer, activity: activity, logs: logged,
 		consumerMetrics: consumerMetrics, relayMetrics: relayMetrics}
 }
 
@@ -266,6 +301,11 @@ func TestWholeSaleThroughThePipeline(t *testing.T) {
 	require.Equal(t, int64(redisStock-pgStock), total.Available, "the compensated units are sellable in Redis again")
 	require.Equal(t, uint64(pgStock), samples(t, h.consumerMetrics.ToOrder), "reservation → order observed once per order")
 	require.Positive(t, samples(t, h.relayMetrics.Attempts), "the relay's attempts per sent event")
+	seen := h.events(t)
+	for _, e := range []string{logs.EventOrderTransactionCommitted, logs.EventOutboxClaimed, logs.EventCompensationAuthorized, logs.EventCompensationRedisApplied} {
+		require.Positive(t, seen[e], "the sale logged %s: %v", e, seen)
+	}
+	require.Equal(t, redisStock, seen[logs.EventOrderTransactionCommitted], "one committed line per order and per rejection: %v", seen)
 }
 
 // samples is how many observations a histogram holds.
@@ -302,6 +342,10 @@ func TestScannerRecoversGatewayCrashes(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, "nothing left to send")
 	}
+	seen := h.events(t)
+	// The ten never sent are claimed by the scanner (the ten sent are
+	// settled by their order before their resend falls due).
+	require.GreaterOrEqual(t, seen[logs.EventReservationResendClaimed], 10, "every send claimed is logged: %v", seen)
 }
 
 // Bad messages on the order-create topic — not JSON, oversized, an unknown

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/outbox"
@@ -45,13 +46,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.Health.Beat()
 		evs, err := r.Store.Claim(ctx, r.Batch)
 		if err != nil {
-			r.Log.Warn("claim failed", "error", err)
+			r.Log.Warn("claim failed", logs.Err(err)...)
 			idle(ctx, time.Second)
 			continue
 		}
 		if len(evs) == 0 {
 			idle(ctx, 50*time.Millisecond)
 			continue
+		}
+		if r.Log.Enabled(ctx, slog.LevelDebug) {
+			r.Log.Debug("outbox events claimed", logs.Event, logs.EventOutboxClaimed, "events", len(evs))
 		}
 		r.relay(ctx, evs)
 	}
@@ -117,22 +121,26 @@ func (r *Relay) relay(ctx context.Context, evs []outbox.Event) {
 			r.Metrics.Attempts.Observe(float64(e.Attempt))
 			continue
 		}
+		// Not sent, or sent without an answer: the same id again later.
+		r.Log.Warn("outbox send failed or unknown; sent again with the same id", append([]any{logs.Event, logs.EventOutboxSendUnknown,
+			logs.OutboxEventID, e.EventID, logs.EventType, e.EventType, logs.AttemptCount, e.Attempt}, logs.Err(errs[i])...)...)
 		status, rerr := r.Store.MarkRetry(ctx, e.EventID, e.Attempt, errs[i])
 		if rerr != nil {
-			r.Log.Warn("retry not recorded", "event_id", e.EventID, "error", rerr)
+			r.Log.Warn("retry not recorded", append([]any{logs.OutboxEventID, e.EventID}, logs.Err(rerr)...)...)
 			continue
 		}
 		r.Metrics.Sent.WithLabelValues(status).Inc()
 		if status == string(states.OutboxManual) {
 			r.Metrics.Manual.Inc()
-			r.Log.Error("outbox event given up after the attempt cap; manual review", "event_id", e.EventID, "attempt", e.Attempt, "error", errs[i])
+			r.Log.Error("outbox event given up after the attempt cap; manual review", append([]any{logs.OutboxEventID, e.EventID,
+				logs.EventType, e.EventType, logs.AttemptCount, e.Attempt}, logs.Err(errs[i])...)...)
 		}
 	}
 	r.Metrics.Sent.WithLabelValues(string(states.OutboxSent)).Add(float64(len(sent)))
 	n, err := r.Store.MarkSentMany(ctx, sent)
 	switch {
 	case err != nil:
-		r.Log.Warn("sent but not marked; they will be sent again", "events", len(sent), "error", err)
+		r.Log.Warn("sent but not marked; they will be sent again", append([]any{"events", len(sent)}, logs.Err(err)...)...)
 	case n < int64(len(sent)):
 		r.Log.Warn("sent, but some leases were lost meanwhile; their new owner sends them again", "events", len(sent), "marked", n)
 	}

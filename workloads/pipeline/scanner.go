@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/lease"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
@@ -57,47 +58,55 @@ func (s *SendScanner) Run(ctx context.Context) error {
 func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 	claims, err := s.Redis.ClaimDue(ctx, sl, time.Now(), s.Lease, s.Batch)
 	if err != nil {
-		s.Log.Warn("claiming send_due failed", "slot", sl.Tag(), "error", err)
+		s.Log.Warn("claiming send_due failed", append([]any{"slot", sl.Tag()}, logs.Err(err)...)...)
 		return 0
 	}
 	for _, c := range claims {
 		h, err := s.Redis.Reservation(ctx, sl, c.ReservationID)
 		if err != nil || h == nil {
 			// Missing: evidence for the reconcile job; the entry stays.
-			s.Log.Warn("send_due entry without reservation", "reservation_id", c.ReservationID, "error", err)
+			s.Log.Warn("send_due entry without reservation", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
 			continue
 		}
 		if h.Status() != states.HashReserved {
 			// Nothing left to send; an entry not removed comes back and is looked at again.
 			if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), 0); err != nil {
-				s.Log.Warn("send_due entry not removed", "reservation_id", c.ReservationID, "error", err)
+				s.Log.Warn("send_due entry not removed", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
 			}
 			continue
 		}
 		msg, err := events.FromReservationHash(h)
 		if err != nil {
-			s.Log.Error("reservation hash unreadable", "reservation_id", c.ReservationID, "error", err)
+			s.Log.Error("reservation hash unreadable", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
 			continue
 		}
-		body, _ := msg.Marshal()
+		body, err := msg.Marshal()
+		if err != nil {
+			s.Log.Error("order-create message not encoded", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
+			continue
+		}
+		attempts, _ := strconv.Atoi(h["send_attempts"]) // absent before the first send: 0
+		fields := []any{logs.ReservationID, msg.ReservationID, logs.MessageID, msg.MessageID, logs.RequestID, msg.RequestID,
+			logs.TraceID, msg.Trace.TraceID, logs.SKUID, msg.SKUID, logs.UserID, msg.UserID, logs.AttemptCount, attempts + 1}
+		s.Log.Info("send claimed by the scanner: the same message id again", append(fields, logs.Event, logs.EventReservationResendClaimed)...)
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err = s.Producer.Send(sctx, mq.Message{Topic: s.Topic, MessageID: msg.MessageID.String(),
 			Key: msg.ReservationID.String(), Tag: events.TypeOrderCreateRequested, Body: body})
 		cancel()
-		attempts, _ := strconv.Atoi(h["send_attempts"])
 		if err != nil {
 			s.Metrics.Unknown.Inc()
+			s.Log.Warn("resend outcome unknown; rescheduled", append(append(fields, logs.Event, logs.EventReservationSendUnknown), logs.Err(err)...)...)
 			next := time.Now().Add(lease.Backoff(attempts + 1))
 			if _, rerr := s.Redis.RescheduleSend(ctx, sl, c.ReservationID, c.Lease, next, redisstore.MQUnknown, err.Error()); rerr != nil {
 				// The lease runs out and the entry is claimed again.
-				s.Log.Warn("resend not rescheduled", "reservation_id", c.ReservationID, "error", rerr)
+				s.Log.Warn("resend not rescheduled", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(rerr)...)...)
 			}
 			continue
 		}
 		s.Metrics.Resent.Inc()
 		s.Metrics.Sends.Observe(float64(attempts + 1))
 		if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), s.ResendAfter); err != nil {
-			s.Log.Warn("sent but not acked; it will be resent with the same id", "reservation_id", c.ReservationID, "error", err)
+			s.Log.Warn("sent but not acked; it will be resent with the same id", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
 		}
 	}
 	return len(claims)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill-operator/workloads/config"
 	"github.com/seckill/seckill-operator/workloads/dlq"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
 )
@@ -52,7 +52,7 @@ func runDLQReplay(ctx context.Context, args []string) error {
 	if *max < 0 || *idle < time.Second || *deliverAfter < 0 {
 		return usageError{fmt.Errorf("-max must be ≥ 0, -idle at least 1s, -deliver-after ≥ 0")}
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "dlq-replay", "group", *group)
+	log := c.Logger("dlq-replay").With(logs.ConsumerGroup, *group)
 	rep := dlq.Report{Replayed: []string{}}
 	from, err := mq.NewConsumer(c.RMQEndpoint, *replayer, names.DLQTopic(*group))
 	switch {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -93,7 +92,7 @@ func runGateway(ctx context.Context, args []string) error {
 		skus[sku.ID] = sku.Buckets
 	}
 	ring, _ := c.Keyring()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "gateway")
+	log := c.Logger("gateway")
 	var closers []func() error
 	defer closeAll(&closers)
 	pool, err := openPG(ctx, &c, &closers)

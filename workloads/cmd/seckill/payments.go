@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"time"
@@ -48,7 +47,7 @@ func runPayments(ctx context.Context, args []string) error {
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "payments")
+	log := c.Logger("payments")
 	var closers []func() error
 	defer closeAll(&closers)
 	pool, err := openPG(ctx, &c, &closers)

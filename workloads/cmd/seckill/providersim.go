@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/payment"
@@ -55,7 +55,7 @@ func runProviderSim(ctx context.Context, args []string) error {
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", "provider-sim")
+	log := logs.New(os.Stderr, "provider-sim", logs.Options{})
 	sim := &provider.Sim{ProviderName: *name, CallbackDelay: *delay, Duplicates: *dups, SuccessAfterClose: *afterClose,
 		Deliver: postCallback(strings.TrimRight(*callbackURL, "/")+"/v1/payments/"+*name+"/callbacks", keys[*name][0])}
 	mux := http.NewServeMux()

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/reconcile"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -70,6 +72,7 @@ func runReconcile(ctx context.Context, args []string) error {
 		return err
 	}
 	rep.Purged = &purged
+	logFindings(c.Logger("reconcile"), rep)
 	if *jsonOut {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -81,4 +84,22 @@ func runReconcile(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d critical anomalies left for manual review (run %s)", n, rep.RunID)
 	}
 	return nil
+}
+
+// logFindings writes each anomaly, and the repair it led to, as a JSON line
+// (package logs) beside the report a person reads.
+func logFindings(log *slog.Logger, rep reconcile.Report) {
+	log = log.With("run_id", rep.RunID)
+	for _, a := range rep.Anomalies {
+		level := slog.LevelInfo
+		if a.Severity != reconcile.Info {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "anomaly detected", logs.Event, logs.EventReconcileAnomaly, "anomaly_type", a.Type,
+			"severity", a.Severity, logs.SKUID, a.SKU, "object", a.Object, "delta", a.Delta)
+		if a.Repair != nil {
+			log.Log(context.Background(), level, "repair created", logs.Event, logs.EventReconcileRepairCreated, "anomaly_type", a.Type,
+				"object", a.Object, "repair_id", a.Repair.ID, "rule", a.Repair.Rule, "outcome", a.Repair.Outcome)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/cancel"
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/config"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/names"
@@ -69,7 +70,7 @@ func worker(ctx context.Context, name string, args []string) error {
 	if *lease <= 0 || *invisible < time.Second || *maxAttempts < 1 || *resendAfter < 0 || (*resendAfter > 0 && *resendAfter < 5*time.Second) {
 		return usageError{fmt.Errorf("-lease must be positive, -invisible at least 1s, -max-attempts at least 1, -resend-after 0 or at least 5s")}
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("workload", name, "owner", *owner)
+	log := c.Logger(name).With("owner", *owner)
 
 	var closers []func() error
 	defer closeAll(&closers)
@@ -191,7 +192,7 @@ func buildConsumer(ctx context.Context, c *config.Common, closers *[]func() erro
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	return &pipeline.OrderConsumer{MQ: cons, Invisible: invisible, Log: log, MaxAttempts: maxAttempts,
+	return &pipeline.OrderConsumer{MQ: cons, Invisible: invisible, Log: log.With(logs.ConsumerGroup, group), MaxAttempts: maxAttempts,
 		Metrics: metrics.NewConsumer(ob.reg, group), Health: ob.health,
 		ID: fmt.Sprintf("%s-%d", host, os.Getpid()), ActivityID: c.ActivityID,
 		Store: &orderstore.Consumer{Pool: pool, Group: group, EventsTopic: eventsTopic, CancelTopic: cancelTopic,
@@ -227,7 +228,7 @@ func buildProjector(ctx context.Context, c *config.Common, closers *[]func() err
 	if err != nil {
 		return nil, err
 	}
-	return &pipeline.Projector{MQ: cons, Redis: redisstore.New(rdb), Pool: pool, Group: group, Invisible: invisible, Log: log,
+	return &pipeline.Projector{MQ: cons, Redis: redisstore.New(rdb), Pool: pool, Group: group, Invisible: invisible, Log: log.With(logs.ConsumerGroup, group),
 		Metrics: metrics.NewProjector(ob.reg), Health: ob.health}, nil
 }
 
@@ -284,7 +285,7 @@ func buildCanceller(ctx context.Context, c *config.Common, closers *[]func() err
 	if err != nil {
 		return nil, err
 	}
-	return &pipeline.Canceller{MQ: cons, Group: group, Invisible: invisible, Log: log, Health: ob.health, RefundEvery: 10 * time.Second,
+	return &pipeline.Canceller{MQ: cons, Group: group, Invisible: invisible, Log: log.With(logs.ConsumerGroup, group), Health: ob.health, RefundEvery: 10 * time.Second,
 		Cancel: &cancel.Canceller{Pool: pool, Channel: ch, Payments: &payment.Store{Pool: pool, EventsTopic: eventsTopic, Failpoint: failpoint},
 			EventsTopic: eventsTopic, Failpoint: failpoint}}, nil
 }

@@ -98,6 +98,29 @@ func renderTable(c config, rs []*saleResult) string {
 			return float64(r.ceilings.evalshaCPU.Nanoseconds()) / 1e3 / max(0.001, perReq(r.gatewayCPU, r))
 		})
 	}
+	// Every process, from /proc: what an order and a request cost each,
+	// during the load and until the sale settled (docs/performance.md).
+	groups := map[string]time.Duration{}
+	for _, r := range rs {
+		for g, d := range r.cpuLoad {
+			groups[g] += d + r.cpuSettle[g]
+		}
+	}
+	names := make([]string, 0, len(groups))
+	for g := range groups {
+		names = append(names, g)
+	}
+	slices.SortFunc(names, func(a, b string) int { return int(groups[b] - groups[a]) })
+	perOrder := func(d time.Duration, r *saleResult) float64 { return float64(d.Microseconds()) / 1e3 / float64(max(1, r.orders)) }
+	row("CPU s, every process, during the load", "%.1f", func(r *saleResult) float64 { return r.cpuLoad.Total().Seconds() })
+	row("CPU s, every process, after it until settled", "%.1f", func(r *saleResult) float64 { return r.cpuSettle.Total().Seconds() })
+	row("CPU ms per order, every process (both)", "%.2f", func(r *saleResult) float64 { return perOrder(r.cpuLoad.Total()+r.cpuSettle.Total(), r) })
+	for _, g := range names {
+		row("  ms/order "+g, "%.2f", func(r *saleResult) float64 { return perOrder(r.cpuLoad[g]+r.cpuSettle[g], r) })
+	}
+	for _, g := range names {
+		row("  µs/request in the load "+g, "%.0f", func(r *saleResult) float64 { return perReq(r.cpuLoad[g], r) })
+	}
 	if c.fault != "" {
 		row("fault "+c.fault+": from (s after the first request)", "%.1f", func(r *saleResult) float64 { return r.faultFrom.Sub(r.start).Seconds() })
 		row("fault: to (s after the first request)", "%.1f", func(r *saleResult) float64 { return r.faultTo.Sub(r.start).Seconds() })

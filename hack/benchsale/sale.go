@@ -72,6 +72,12 @@ type saleResult struct {
 	faultToOrderMax    float64       // ms, the slowest order of a reservation made during the fault
 	faultFrom, faultTo time.Time     // the fault's window (zero: none)
 	gatewayCPU         time.Duration // the gateway's CPU time during the load
+	// cpuLoad and cpuSettle are each process group's CPU during the load
+	// and from its end until the sale settled (every order made, nothing
+	// open in Redis): the workloads, the servers, the load generator.
+	cpuLoad, cpuSettle salekit.CPUReading
+	// cpuAt is the reading at the load's end, where cpuSettle starts.
+	cpuAt salekit.CPUReading
 	redisCPU           time.Duration // Redis's CPU time during the load
 }
 
@@ -341,6 +347,10 @@ func (b *benchSale) load(ctx context.Context, profPath string) (*saleResult, err
 	if err != nil {
 		return nil, err
 	}
+	all0, err := b.readCPU()
+	if err != nil {
+		return nil, err
+	}
 	if err := b.collect(r, attacker, pacer, targets, start); err != nil {
 		return nil, err
 	}
@@ -351,6 +361,11 @@ func (b *benchSale) load(ctx context.Context, profPath string) (*saleResult, err
 	if err != nil {
 		return nil, err
 	}
+	all1, err := b.readCPU()
+	if err != nil {
+		return nil, err
+	}
+	r.cpuLoad, r.cpuAt = all1.Sub(all0), all1
 	r.gatewayCPU, r.redisCPU = cpu1.gateway-cpu0.gateway, cpu1.redis-cpu0.redis
 	if err := <-profiled; err != nil {
 		return nil, err
@@ -452,6 +467,11 @@ func (b *benchSale) awaitOrders(ctx context.Context, r *saleResult) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	settled, err := b.readCPU()
+	if err != nil {
+		return err
+	}
+	r.cpuSettle = settled.Sub(r.cpuAt)
 	time.Sleep(1100 * time.Millisecond) // the backlog's last sample
 	b.stopSampling()
 	for i, v := range b.backlog {
@@ -588,6 +608,22 @@ func (f firstN) Rate(elapsed time.Duration) float64 {
 }
 
 type cpuSample struct{ gateway, redis time.Duration }
+
+// groupLoad is the load generator's group in a CPU reading.
+const groupLoad = "bench-sale (the buyers)"
+
+// readCPU reads every process group's CPU: the workloads, the servers and
+// this process, which plays the buyers.
+func (b *benchSale) readCPU() (salekit.CPUReading, error) {
+	r, err := b.procs.ReadCPU()
+	if err != nil {
+		return nil, fmt.Errorf("reading the processes' CPU: %w", err)
+	}
+	if r[groupLoad], err = salekit.CPU(os.Getpid()); err != nil {
+		return nil, fmt.Errorf("reading the processes' CPU: %w", err)
+	}
+	return r, nil
+}
 
 // loadCPU reads the CPU time the gateway process and the Redis server have
 // used so far (Redis: INFO cpu, its main and background threads).

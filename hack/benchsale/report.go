@@ -111,7 +111,9 @@ func renderTable(c config, rs []*saleResult) string {
 		names = append(names, g)
 	}
 	slices.SortFunc(names, func(a, b string) int { return int(groups[b] - groups[a]) })
-	perOrder := func(d time.Duration, r *saleResult) float64 { return float64(d.Microseconds()) / 1e3 / float64(max(1, r.orders)) }
+	perOrder := func(d time.Duration, r *saleResult) float64 {
+		return float64(d.Microseconds()) / 1e3 / float64(max(1, r.orders))
+	}
 	row("CPU s, every process, during the load", "%.1f", func(r *saleResult) float64 { return r.cpuLoad.Total().Seconds() })
 	row("CPU s, every process, after it until settled", "%.1f", func(r *saleResult) float64 { return r.cpuSettle.Total().Seconds() })
 	row("CPU ms per order, every process (both)", "%.2f", func(r *saleResult) float64 { return perOrder(r.cpuLoad.Total()+r.cpuSettle.Total(), r) })

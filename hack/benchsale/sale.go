@@ -77,8 +77,8 @@ type saleResult struct {
 	// open in Redis): the workloads, the servers, the load generator.
 	cpuLoad, cpuSettle salekit.CPUReading
 	// cpuAt is the reading at the load's end, where cpuSettle starts.
-	cpuAt salekit.CPUReading
-	redisCPU           time.Duration // Redis's CPU time during the load
+	cpuAt    salekit.CPUReading
+	redisCPU time.Duration // Redis's CPU time during the load
 }
 
 type check struct {

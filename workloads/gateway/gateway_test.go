@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/gateway"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/logs"
+	"github.com/seckill/seckill-operator/workloads/logs/logstest"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 )
@@ -43,36 +43,19 @@ type fixture struct {
 	activity int64
 	slot     redisstore.Slot
 	// logged is the gateway's log: JSON lines at debug (package logs).
-	logged *lockedBuffer
+	logged *logstest.Capture
 }
 
-// lockedBuffer is a buffer written from the gateway's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// events counts the §12.1 events logged, each line one JSON object.
+// events counts the §12.1 events logged; each event line names its reservation.
 func (f *fixture) events(t *testing.T) map[string]int {
 	t.Helper()
-	f.logged.mu.Lock()
-	defer f.logged.mu.Unlock()
-	seen := map[string]int{}
-	for _, line := range bytes.Split(bytes.TrimSpace(f.logged.buf.Bytes()), []byte("\n")) {
-		var l map[string]any
-		require.NoError(t, json.Unmarshal(line, &l), "%s", line)
-		if e, ok := l[logs.Event].(string); ok {
-			seen[e]++
-			require.NotEmpty(t, l[logs.ReservationID], "%s", line)
+	lines := f.logged.Lines(t)
+	for _, l := range lines {
+		if _, ok := l[logs.Event]; ok {
+			require.NotEmpty(t, l[logs.ReservationID], "%v", l)
 		}
 	}
-	return seen
+	return logstest.Events(lines)
 }
 
 func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*gateway.Config)) *fixture {
@@ -104,7 +87,7 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*
 	for _, f := range tune {
 		f(&cfg)
 	}
-	logged := &lockedBuffer{}
+	logged := &logstest.Capture{}
 	g := gateway.New(cfg, rs, testenv.Database(t), sender, ring, logs.New(logged, "gateway", logs.Options{Level: slog.LevelDebug, ActivityID: activity}))
 	t.Cleanup(g.Close) // after the server's (cleanups run last first): its send workers and batchers end
 	srv := httptest.NewServer(conforming(t, g.Handler()))

@@ -12,26 +12,10 @@ import (
 
 	"github.com/seckill/seckill-operator/internal/testenv"
 	"github.com/seckill/seckill-operator/workloads/ids"
+	"github.com/seckill/seckill-operator/workloads/logs/logstest"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // The topic and group of these tests alone (hack/rocketmq/resources.txt).
 const drainTopic, drainGroup = "seckill-test-drain", "seckill-test-drain"
@@ -46,7 +30,7 @@ func TestShutdownMidBatch(t *testing.T) {
 	prod, err := mq.NewProducer(endpoint, drainTopic)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = prod.Close() })
-	var logBuf syncBuffer
+	var logBuf logstest.Capture
 	log := slog.New(slog.NewTextHandler(&logBuf, nil))
 
 	// run starts a consumer loop and returns what its handler saw in the

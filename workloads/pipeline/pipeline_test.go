@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/invariants"
 	"github.com/seckill/seckill-operator/workloads/logs"
+	"github.com/seckill/seckill-operator/workloads/logs/logstest"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
@@ -59,38 +59,19 @@ type harness struct {
 	consumerMetrics *metrics.Consumer
 	relayMetrics    *metrics.Relay
 	// logs is what every worker logged: JSON lines at debug (package logs).
-	logs *lockedBuffer
-}
-
-// lockedBuffer is a buffer the workers write to concurrently.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	logs *logstest.Capture
 }
 
 // events are the §12.1 event names the workers have logged so far; every
 // line must be one JSON object carrying the workload and the activity.
 func (h *harness) events(t *testing.T) map[string]int {
 	t.Helper()
-	h.logs.mu.Lock()
-	defer h.logs.mu.Unlock()
-	seen := map[string]int{}
-	for _, line := range bytes.Split(bytes.TrimSpace(h.logs.buf.Bytes()), []byte("\n")) {
-		var l map[string]any
-		require.NoError(t, json.Unmarshal(line, &l), "%s", line)
-		require.Equal(t, "pipeline-test", l[logs.Workload], "%s", line)
-		require.InDelta(t, h.activity, l[logs.ActivityID], 0, "%s", line)
-		if e, ok := l[logs.Event].(string); ok {
-			seen[e]++
-		}
+	lines := h.logs.Lines(t)
+	for _, l := range lines {
+		require.Equal(t, "pipeline-test", l[logs.Workload], "%v", l)
+		require.InDelta(t, h.activity, l[logs.ActivityID], 0, "%v", l)
 	}
-	return seen
+	return logstest.Events(lines)
 }
 
 // start provisions a SKU (PostgreSQL and Redis buckets) and runs every worker
@@ -117,7 +98,7 @@ func startOn(t *testing.T, endpoint string, pgStock, redisStock int, paymentWind
 	rs := redisstore.New(rdb)
 	ring, _ := ids.NewKeyring(1, map[byte][]byte{1: []byte("pipeline-test-key-0123456789abcdef")})
 	activity := time.Now().UnixNano() % 1_000_000_000_000
-	logged := &lockedBuffer{}
+	logged := &logstest.Capture{}
 	log := logs.New(logged, "pipeline-test", logs.Options{Level: slog.LevelDebug, ActivityID: activity})
 	_, err := pool.Exec(ctx, `INSERT INTO sku_inventory (activity_id, sku_id, initial_stock, available_stock, price_cents) VALUES ($1, $2, $3, $3, 100)`, activity, sku, pgStock)
 	require.NoError(t, err)

@@ -343,7 +343,7 @@ func (b *benchSale) load(ctx context.Context, profPath string) (*saleResult, err
 	} else {
 		faulted <- nil
 	}
-	cpu0, err := loadCPU(ctx, b.procs.Pid("gateway"), b.rdb)
+	redis0, err := redisCPU(ctx, b.rdb)
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +357,7 @@ func (b *benchSale) load(ctx context.Context, profPath string) (*saleResult, err
 	if err := <-faulted; err != nil {
 		return nil, err
 	}
-	cpu1, err := loadCPU(ctx, b.procs.Pid("gateway"), b.rdb)
+	redis1, err := redisCPU(ctx, b.rdb)
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +366,7 @@ func (b *benchSale) load(ctx context.Context, profPath string) (*saleResult, err
 		return nil, err
 	}
 	r.cpuLoad, r.cpuAt = all1.Sub(all0), all1
-	r.gatewayCPU, r.redisCPU = cpu1.gateway-cpu0.gateway, cpu1.redis-cpu0.redis
+	r.gatewayCPU, r.redisCPU = r.cpuLoad["gateway"], redis1-redis0
 	if err := <-profiled; err != nil {
 		return nil, err
 	}
@@ -607,8 +607,6 @@ func (f firstN) Rate(elapsed time.Duration) float64 {
 	return f.p.Rate(elapsed)
 }
 
-type cpuSample struct{ gateway, redis time.Duration }
-
 // groupLoad is the load generator's group in a CPU reading.
 const groupLoad = "bench-sale (the buyers)"
 
@@ -625,29 +623,26 @@ func (b *benchSale) readCPU() (salekit.CPUReading, error) {
 	return r, nil
 }
 
-// loadCPU reads the CPU time the gateway process and the Redis server have
-// used so far (Redis: INFO cpu, its main and background threads).
-func loadCPU(ctx context.Context, gatewayPid int, rdb *redis.Client) (cpuSample, error) {
-	var s cpuSample
-	var err error
-	if s.gateway, err = salekit.CPU(gatewayPid); err != nil {
-		return s, fmt.Errorf("the gateway's CPU: %w", err)
-	}
+// redisCPU reads the CPU time the sale's Redis server has used so far
+// (INFO cpu, its main and background threads; the /proc reading sums every
+// redis-server of the stack).
+func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
+	var used time.Duration
 	info, err := rdb.Info(ctx, "cpu").Result()
 	if err != nil {
-		return s, fmt.Errorf("redis INFO cpu: %w", err)
+		return 0, fmt.Errorf("redis INFO cpu: %w", err)
 	}
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return s, fmt.Errorf("redis INFO cpu %s=%q: %w", k, v, err)
+				return 0, fmt.Errorf("redis INFO cpu %s=%q: %w", k, v, err)
 			}
-			s.redis += time.Duration(f * float64(time.Second))
+			used += time.Duration(f * float64(time.Second))
 		}
 	}
-	return s, nil
+	return used, nil
 }
 
 // injectFault waits, then runs c.fault for c.faultFor and records its window.

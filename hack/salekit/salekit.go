@@ -150,16 +150,6 @@ func (p *Processes) Kill9(name string) (restart func() error, err error) {
 	return nil, fmt.Errorf("no %s running", name)
 }
 
-// Pid is the process id of the first workload started as name, 0 if none.
-func (p *Processes) Pid(name string) int {
-	for i, n := range p.names {
-		if n == name {
-			return p.cmds[i].Process.Pid
-		}
-	}
-	return 0
-}
-
 // CPU is the user+system CPU time a running process has used so far
 // (/proc/PID/stat, in clock ticks of 10 ms).
 func CPU(pid int) (time.Duration, error) {

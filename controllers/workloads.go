@@ -186,6 +186,10 @@ func podSpec(act *seckillv1alpha1.SeckillActivity, component string, args []stri
 	if c.Redis.MasterName != "" {
 		env = append(env, corev1.EnvVar{Name: names.EnvRedisMaster, Value: c.Redis.MasterName})
 	}
+	if o := act.Spec.Observability; o.OTLPEndpoint != "" {
+		env = append(env, corev1.EnvVar{Name: names.EnvOTLPEndpoint, Value: o.OTLPEndpoint},
+			corev1.EnvVar{Name: names.EnvOTLPInsecure, Value: strconv.FormatBool(o.OTLPInsecure)})
+	}
 	if c.Redis.UsernameSecret != nil {
 		env = append(env, secretEnv(names.EnvRedisUsername, *c.Redis.UsernameSecret))
 	}

@@ -36,7 +36,7 @@ for _ in $(seq "$RUNS"); do
     EVALSHA "$sha" 9 "seckill:$tag:window" "seckill:$tag:stock" "seckill:$tag:counter" \
     "seckill:$tag:request:__rand_int__" "seckill:$tag:user:__rand_int__" \
     "seckill:$tag:reservation:__rand_int__" "seckill:$tag:send_due" "seckill:$tag:open" "seckill:$tag:rate:__rand_int__" \
-    rid mid req 1 1 __rand_int__ -1 1782360000000 1782360300000 1782360005000 600000 1 1 t 20 10000 \
+    rid mid req 1 1 __rand_int__ -1 1782360000000 1782360300000 1782360005000 600000 1 1 t 20 10000 s \
     | tr '\r' '\n' | sed -nE 's/.*: ([0-9.,]+) requests per second.*/\1/p' | tail -1 | tr -d ',')
   [ -n "$rps" ] || { echo "redis-benchmark gave no figure (a script error?)" >&2; exit 1; }
   ceiling+=("$rps")

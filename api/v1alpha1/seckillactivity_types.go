@@ -337,6 +337,25 @@ type SeckillActivitySpec struct {
 	// +kubebuilder:default="168h"
 	// +optional
 	Retention *metav1.Duration `json:"retention,omitempty"`
+	// Observability configures the workloads' traces.
+	// +optional
+	Observability ObservabilitySpec `json:"observability,omitempty"`
+}
+
+// ObservabilitySpec configures what the workloads export beyond their
+// /metrics (design.md#traces).
+type ObservabilitySpec struct {
+	// OTLPEndpoint is an OpenTelemetry collector's OTLP/gRPC host:port;
+	// every workload sends its spans there (one trace per reservation).
+	// Empty (the default): no spans are exported.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^$|^[A-Za-z0-9.-]+:[0-9]{1,5}$`
+	// +optional
+	OTLPEndpoint string `json:"otlpEndpoint,omitempty"`
+	// OTLPInsecure sends the spans without TLS (a collector on the node or
+	// beside the pods).
+	// +optional
+	OTLPInsecure bool `json:"otlpInsecure,omitempty"`
 }
 
 // Phase is where the activity is in its lifecycle.

@@ -15,12 +15,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill-operator/workloads/lease"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
 	"github.com/seckill/seckill-operator/workloads/states"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 //go:embed sql/*.sql
@@ -47,6 +49,9 @@ type Task struct {
 	CompensationID string
 	Attempt        int
 	Slot           redisstore.Slot
+	// Traceparent is the W3C context of the step that rejected the
+	// reservation ("" untraced): the compensate span's parent.
+	Traceparent string
 }
 
 // Worker runs compensation tasks.
@@ -98,7 +103,7 @@ func scanTask(r pgx.CollectableRow) (Task, error) {
 	var t Task
 	var activity, sku int64
 	var bucket int
-	err := r.Scan(&t.TaskID, &t.ReservationID, &t.CompensationID, &t.Attempt, &activity, &sku, &bucket)
+	err := r.Scan(&t.TaskID, &t.ReservationID, &t.CompensationID, &t.Attempt, &activity, &sku, &bucket, &t.Traceparent)
 	t.Slot = redisstore.Slot{ActivityID: activity, SKUID: sku, Bucket: bucket}
 	return t, err
 }
@@ -123,7 +128,17 @@ func (w *Worker) RunTask(ctx context.Context, taskID uuid.UUID, takeManual bool)
 
 // Run carries one claimed task as far as it can go and returns its outcome
 // with the Lua's reason.
-func (w *Worker) Run(ctx context.Context, t Task) (string, string, error) {
+func (w *Worker) Run(ctx context.Context, t Task) (outcome, reason string, err error) {
+	ctx, span := tracing.Start(tracing.FromTraceparent(ctx, t.Traceparent), tracing.SpanCompensate, trace.SpanKindInternal,
+		tracing.AttrReservation.String(t.ReservationID.String()), tracing.AttrAttempt.Int(t.Attempt))
+	defer func() {
+		span.SetAttributes(tracing.AttrResult.String(outcome + ":" + reason))
+		tracing.End(span, err)
+	}()
+	return w.run(ctx, t)
+}
+
+func (w *Worker) run(ctx context.Context, t Task) (string, string, error) {
 	var status states.ReservationStatus
 	if err := w.Pool.QueryRow(ctx, qAuthorize, t.ReservationID).Scan(&status); err != nil {
 		return w.settle(ctx, t, OutcomeRetry, "AUTHORIZE_FAILED", err)

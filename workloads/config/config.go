@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/tlsca"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // Common is what every workload needs.
@@ -54,6 +56,26 @@ type Common struct {
 	// LogLevel is the lowest level logged (the per-message events of a
 	// sale's hot path are Debug).
 	LogLevel slog.Level
+	// OTLPEndpoint is the OpenTelemetry collector (gRPC host:port) the
+	// workload's spans go to; "" exports none (design.md#traces).
+	OTLPEndpoint string
+	// OTLPInsecure sends the spans without TLS (a collector on the node).
+	OTLPInsecure bool
+}
+
+// Tracing installs the workload's tracer provider (package tracing: no-op
+// without an endpoint) and returns what flushes it, within 5 s, on exit.
+func (c *Common) Tracing(ctx context.Context, workload string) (func(), error) {
+	shutdown, err := tracing.Setup(ctx, tracing.Options{Endpoint: c.OTLPEndpoint, Insecure: c.OTLPInsecure,
+		Service: workload, ActivityID: c.ActivityID})
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdown(sctx) // spans not flushed in 5 s are lost; the sale is not
+	}, nil
 }
 
 // Logger is the workload's logger (package logs: JSON lines with the
@@ -109,6 +131,8 @@ func (c *Common) Bind(fs *flag.FlagSet) {
 		c.LogLevel = slog.LevelInfo // an unreadable environment default: -log-level says so when given
 	}
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "lowest level logged: debug, info, warn, error ($SECKILL_LOG_LEVEL)")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", env(names.EnvOTLPEndpoint, ""), "OpenTelemetry collector gRPC host:port for traces; empty: none ($"+names.EnvOTLPEndpoint+")")
+	fs.BoolVar(&c.OTLPInsecure, "otlp-insecure", env(names.EnvOTLPInsecure, "") == "true", "send traces without TLS ($"+names.EnvOTLPInsecure+"=true)")
 }
 
 // Need lists the settings a workload requires; Check reports every missing one.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // TypeOrderCreateRequested is the order-create message (the create topic);
@@ -20,11 +22,19 @@ const TypeOrderCreateRequested = "ORDER_CREATE_REQUESTED"
 // MaxMessageBytes bounds a message body; larger ones are refused unread.
 const MaxMessageBytes = 16 << 10
 
-// Trace carries the trace context through the pipeline.
+// Trace carries the trace context through the pipeline: the reservation's
+// (reserve) span, the same in every send of a message id — the gateway's and
+// the scanner's, rebuilt from Redis — since the inbox compares the bodies'
+// hashes. Each send's own span rides in the message's traceparent property.
 type Trace struct {
 	TraceID string `json:"trace_id"`
 	SpanID  string `json:"span_id"`
 }
+
+// Traceparent is the W3C header of the span the fields name ("" unless
+// both are valid ids): the consumer's parent when the message's
+// traceparent property is absent.
+func (t Trace) Traceparent() string { return tracing.Compose(t.TraceID, t.SpanID) }
 
 // OrderCreateRequested is the order-create message (schema version 1).
 type OrderCreateRequested struct {

@@ -44,6 +44,8 @@ func FromReservationHash(h map[string]string) (OrderCreateRequested, error) {
 		}
 		ints[k] = v
 	}
-	return NewOrderCreateRequested(rid, mid, req, ints["activity_id"], ints["sku_id"], ints["user_id"],
-		int(ints["bucket"]), ints["reserved_at_ms"], ints["business_deadline_ms"], h["trace_id"]), nil
+	m = NewOrderCreateRequested(rid, mid, req, ints["activity_id"], ints["sku_id"], ints["user_id"],
+		int(ints["bucket"]), ints["reserved_at_ms"], ints["business_deadline_ms"], h["trace_id"])
+	m.Trace.SpanID = h["span_id"]
+	return m, nil
 }

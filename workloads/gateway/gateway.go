@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill-operator/workloads/events"
@@ -36,6 +37,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
 	"github.com/seckill/seckill-operator/workloads/states"
 	"github.com/seckill/seckill-operator/workloads/tokens"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 //go:embed sql/*.sql
@@ -482,7 +484,14 @@ func (s *Server) user(r *http.Request) (int64, error) {
 
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
-	a := s.doReserve(r)
+	ctx := r.Context()
+	if TraceID(r.Header.Get(TraceParentHeader)) != "" { // only a valid caller's context is joined
+		ctx = tracing.FromTraceparent(ctx, r.Header.Get(TraceParentHeader))
+	}
+	ctx, span := tracing.Start(ctx, tracing.SpanReserve, trace.SpanKindServer)
+	a := s.doReserve(ctx, r)
+	span.SetAttributes(tracing.AttrResult.String(a.Code))
+	span.End()
 	if c, ok := s.m.byCode[a.Code]; ok {
 		c.Inc()
 	} else {
@@ -492,7 +501,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {
 	s.write(w, a)
 }
 
-func (s *Server) doReserve(r *http.Request) answer {
+func (s *Server) doReserve(ctx context.Context, r *http.Request) answer {
 	user, err := s.user(r)
 	if err != nil {
 		return answer{Code: CodeUnauthenticated, Message: "a valid bearer token is required"}
@@ -536,9 +545,13 @@ func (s *Server) doReserve(r *http.Request) answer {
 	now = time.UnixMilli(now.UnixMilli()) // the precision the reservation records
 	rr := redisstore.ReserveRequest{Slot: slot, ReservationID: rid, MessageID: mid, RequestID: req.RequestID, UserID: user,
 		Now: now, BusinessDeadline: now.Add(s.cfg.BusinessDeadline), SendDue: now.Add(s.cfg.SendGrace),
-		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(), TraceID: TraceID(r.Header.Get(TraceParentHeader)),
+		RequestTTL: s.cfg.RequestTTL, SchemaVersion: 1, KeyVersion: s.ring.Current(),
 		UserLimit: s.cfg.UserLimit, UserWindow: s.cfg.UserWindow}
-	res, err := s.reserver.Reserve(r.Context(), rr)
+	rr.TraceID, rr.SpanID = tracing.IDs(ctx) // the reserve span's, or the caller's when not exporting
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.AttrReservation.String(rid.String()), tracing.AttrSKU.Int64(sku))
+	}
+	res, err := s.reserver.Reserve(ctx, rr)
 	rr.UserLimit = 0 // the tries below are this request's, counted once
 	// The user's bucket is empty: stock moves to it from a sibling that has
 	// some, and the reservation runs in the same transaction as the units'
@@ -552,7 +565,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 	settled := buckets <= 1 // SOLD_OUT is known to mean the SKU: held, or every bucket seen empty
 	left := stockUnknown    // what the last look at every bucket found
 	for try := 0; err == nil && res.Code == redisstore.ReserveSoldOut && buckets > 1 && try < buckets; try++ {
-		moved, mres, merr := s.stock.borrow(r.Context(), rr, buckets, now)
+		moved, mres, merr := s.stock.borrow(ctx, rr, buckets, now)
 		if merr != nil {
 			s.log.Warn("moving stock between buckets", "sku", sku, "bucket", slot.Bucket, "error", merr)
 			err = merr // the reservation may have run with the moved units: unknown
@@ -566,7 +579,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 			res = mres
 			continue
 		}
-		res, err = s.reserver.Reserve(r.Context(), rr)
+		res, err = s.reserver.Reserve(ctx, rr)
 		if err != nil || res.Code != redisstore.ReserveSoldOut {
 			break
 		}
@@ -576,7 +589,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 		// while those units stay unsold. Units left (other buyers took the
 		// ones moved here between the tries, or a move is half done and
 		// its rest lands in a sibling): borrow again.
-		left = s.stock.look(r.Context(), slot, buckets)
+		left = s.stock.look(ctx, slot, buckets)
 		if left == stockGone {
 			s.stock.soldOutAt(sku, now)
 			settled = true
@@ -586,7 +599,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 		}
 	}
 	if err == nil && res.Code == redisstore.ReserveSoldOut && !settled && left == stockUnknown {
-		left = s.stock.look(r.Context(), slot, buckets)
+		left = s.stock.look(ctx, slot, buckets)
 	}
 	if err == nil && res.Code == redisstore.ReserveSoldOut && !settled && left != stockGone {
 		// The tries ran out while other buyers took each unit moved here,
@@ -603,7 +616,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 	switch res.Code {
 	case redisstore.ReserveOK:
 		s.m.created.Inc()
-		if s.log.Enabled(r.Context(), slog.LevelDebug) { // one line per reservation: debug
+		if s.log.Enabled(ctx, slog.LevelDebug) { // one line per reservation: debug
 			s.log.Debug("reservation created", append(reservationFields(rr), logs.Event, logs.EventReservationCreated)...)
 		}
 		if err := s.failpoint("after_redis_reserve"); err != nil {
@@ -611,7 +624,7 @@ func (s *Server) doReserve(r *http.Request) answer {
 		}
 		sent = true
 		if s.sendq == nil || !s.sendq.offer(outgoing{rr, ticket}) {
-			s.send(r.Context(), outgoing{rr, ticket})
+			s.send(ctx, outgoing{rr, ticket})
 		}
 		return answer{Code: CodeQueued, ReservationID: rid.String(), Message: "accepted, the order is being created"}
 	case redisstore.ReserveReplayed:
@@ -659,8 +672,17 @@ func (s *Server) failpoint(name string) error {
 // UNKNOWN and left to the scanner — the user is QUEUED either way.
 func (s *Server) send(ctx context.Context, o outgoing) {
 	rr := o.rr
+	ctx, span := tracing.Start(tracing.FromTraceparent(ctx, tracing.Compose(rr.TraceID, rr.SpanID)), tracing.SpanSend,
+		trace.SpanKindProducer, tracing.AttrReservation.String(rr.ReservationID.String()), tracing.AttrMessage.String(rr.MessageID.String()))
+	var err error
+	defer func() { tracing.End(span, err) }()
 	msg := events.NewOrderCreateRequested(rr.ReservationID, rr.MessageID, rr.RequestID, rr.Slot.ActivityID, rr.Slot.SKUID,
 		rr.UserID, rr.Slot.Bucket, rr.Now.UnixMilli(), rr.BusinessDeadline.UnixMilli(), rr.TraceID)
+	// The body names the reservation's (reserve) span, as the scanner's
+	// resend rebuilds it from Redis: every send of one message id is the
+	// same payload (the inbox compares their hashes). The send span rides
+	// in the traceparent property.
+	msg.Trace.SpanID = rr.SpanID
 	body, err := msg.Marshal()
 	if err != nil {
 		// Not the broker's failure: the scanner sends it (and fails the
@@ -675,7 +697,7 @@ func (s *Server) send(ctx context.Context, o outgoing) {
 	for i := 0; i < s.cfg.SendAttempts; i++ {
 		sctx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
 		_, err = s.sender.Send(sctx, mq.Message{Topic: s.cfg.Topic, MessageID: rr.MessageID.String(),
-			Key: rr.ReservationID.String(), Tag: events.TypeOrderCreateRequested, Body: body})
+			Key: rr.ReservationID.String(), Tag: events.TypeOrderCreateRequested, Body: body, Properties: tracing.Properties(ctx)})
 		cancel()
 		if err == nil {
 			break

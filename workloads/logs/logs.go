@@ -19,11 +19,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The fields of §12.1. High-cardinality: never a metric label.
 const (
-	TraceID           = "trace_id"
+	TraceID = "trace_id"
+	// SpanID is the span of the line's step (with TraceID, from the
+	// context's span: design.md#traces).
+	SpanID            = "span_id"
 	RequestID         = "request_id"
 	ReservationID     = "reservation_id"
 	MessageID         = "message_id"
@@ -86,7 +90,7 @@ func New(w io.Writer, workload string, o Options) *slog.Logger {
 	if w == nil {
 		w = os.Stderr
 	}
-	l := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: o.Level})).With(Workload, workload)
+	l := slog.New(traced{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: o.Level})}).With(Workload, workload)
 	if o.ActivityID > 0 {
 		l = l.With(ActivityID, o.ActivityID)
 	}
@@ -165,3 +169,41 @@ func isBroker(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "CODE: ") || strings.Contains(s, "rocketmq")
 }
+
+// traced puts the trace and span ids of the context's span on every line
+// logged with a context (InfoContext, …) inside a traced step
+// (design.md#traces), unless the line names a trace id itself (an empty
+// trace_id field gives way to the span's).
+type traced struct{ slog.Handler }
+
+func (h traced) Handle(ctx context.Context, r slog.Record) error {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return h.Handler.Handle(ctx, r)
+	}
+	named, empty := false, false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == TraceID {
+			named, empty = a.Value.String() != "", a.Value.String() == ""
+		}
+		return !named
+	})
+	if named {
+		return h.Handler.Handle(ctx, r)
+	}
+	if empty { // a copy without the empty field
+		c := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != TraceID {
+				c.AddAttrs(a)
+			}
+			return true
+		})
+		r = c
+	}
+	r.AddAttrs(slog.String(TraceID, sc.TraceID().String()), slog.String(SpanID, sc.SpanID().String()))
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traced) WithAttrs(as []slog.Attr) slog.Handler { return traced{h.Handler.WithAttrs(as)} }
+func (h traced) WithGroup(name string) slog.Handler    { return traced{h.Handler.WithGroup(name)} }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill-operator/workloads/logs"
 )
@@ -88,4 +89,51 @@ func TestEveryEventIsNamedOnce(t *testing.T) {
 		seen[e] = true
 	}
 	require.Len(t, logs.Events, 16, "the events of the specification's §12.1")
+}
+
+// A line logged with a context inside a span carries the span's trace and
+// span ids (design.md#traces); a line that names its trace id keeps it; an
+// empty trace_id gives way to the span's; without a span nothing is added.
+func TestLinesCarryTheSpansTraceID(t *testing.T) {
+	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: mustTraceID(t, tid), SpanID: mustSpanID(t, sid), TraceFlags: trace.FlagsSampled})
+	inSpan := trace.ContextWithSpanContext(context.Background(), sc)
+	for _, c := range []struct {
+		name     string
+		ctx      context.Context
+		args     []any
+		trace    any
+		span     any
+		traceIDs int
+	}{
+		{"in a span", inSpan, nil, tid, sid, 1},
+		{"named", inSpan, []any{logs.TraceID, "caller"}, "caller", nil, 1},
+		{"named empty", inSpan, []any{logs.TraceID, "", logs.MessageID, "m"}, tid, sid, 1},
+		{"no span", context.Background(), nil, nil, nil, 0},
+		{"no span, named empty", context.Background(), []any{logs.TraceID, ""}, "", nil, 1},
+	} {
+		var buf bytes.Buffer
+		logs.New(&buf, "consumer", logs.Options{}).With("k", "v").InfoContext(c.ctx, "line", c.args...)
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(buf.Bytes(), &line), c.name)
+		require.Equal(t, c.trace, line[logs.TraceID], c.name)
+		require.Equal(t, c.span, line[logs.SpanID], c.name)
+		require.Equal(t, "v", line["k"], c.name)
+		require.Equal(t, c.traceIDs, bytes.Count(buf.Bytes(), []byte(`"trace_id"`)), "%s: one trace_id field at most", c.name)
+		if _, named := line[logs.MessageID]; c.name == "named empty" {
+			require.True(t, named, "the other fields are kept")
+		}
+	}
+}
+
+func mustTraceID(t *testing.T, s string) trace.TraceID {
+	id, err := trace.TraceIDFromHex(s)
+	require.NoError(t, err)
+	return id
+}
+
+func mustSpanID(t *testing.T, s string) trace.SpanID {
+	id, err := trace.SpanIDFromHex(s)
+	require.NoError(t, err)
+	return id
 }

@@ -75,6 +75,10 @@ const (
 	EnvHTTPAddr      = "SECKILL_HTTP_ADDR"
 	EnvMetricsAddr   = "SECKILL_METRICS_ADDR"
 	EnvPaymentKeys   = "SECKILL_PAYMENT_KEYS"
+	// EnvOTLPEndpoint and EnvOTLPInsecure name the trace collector
+	// (spec.observability.otlpEndpoint, design.md#traces).
+	EnvOTLPEndpoint = "SECKILL_OTLP_ENDPOINT"
+	EnvOTLPInsecure = "SECKILL_OTLP_INSECURE"
 )
 
 // GatewayPort is the gateway's HTTP port in the pod; MetricsPort serves the

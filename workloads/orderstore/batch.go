@@ -16,6 +16,10 @@ import (
 type Item struct {
 	Msg events.OrderCreateRequested
 	Raw []byte
+	// Trace is the W3C context of the message's consume span ("":
+	// untraced): the order row and the outbox rows carry it
+	// (design.md#traces).
+	Trace string
 }
 
 // Result is one message's outcome in a batch.
@@ -47,7 +51,7 @@ type Result struct {
 func (c *Consumer) ConsumeBatch(ctx context.Context, items []Item) []Result {
 	res := make([]Result, len(items))
 	if len(items) == 1 {
-		res[0].Outcome, res[0].Err = c.Consume(ctx, items[0].Msg, items[0].Raw)
+		res[0].Outcome, res[0].Err = c.consume(ctx, items[0])
 		return res
 	}
 	hashes := make([][]byte, len(items))
@@ -86,7 +90,7 @@ func (c *Consumer) ConsumeBatch(ctx context.Context, items []Item) []Result {
 	}
 	for i, it := range items {
 		if alone[i] {
-			res[i].Outcome, res[i].Err = c.Consume(ctx, it.Msg, it.Raw)
+			res[i].Outcome, res[i].Err = c.consume(ctx, it)
 		}
 	}
 	return res
@@ -107,7 +111,7 @@ func (c *Consumer) batchTx(ctx context.Context, items []Item, hashes [][]byte, r
 		if err != nil {
 			return alone, fmt.Errorf("savepoint for message %s: %w", it.Msg.MessageID, err)
 		}
-		out, err := c.apply(ctx, sp, it.Msg, hashes[i])
+		out, err := c.apply(ctx, sp, it, hashes[i])
 		if err != nil {
 			alone[i] = true
 			if rerr := sp.Rollback(ctx); rerr != nil { // ROLLBACK TO SAVEPOINT

@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/states"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // Action is what the consumer does with the delivery after Consume.
@@ -164,24 +165,29 @@ func (c *Consumer) fail(name string) error {
 // effect: the order transaction's steps (steps.go) for it alone, in one
 // transaction. raw is the message body as received; its hash detects a
 // reused id.
+// The order and outbox rows carry ctx's span as their trace context.
 func (c *Consumer) Consume(ctx context.Context, msg events.OrderCreateRequested, raw []byte) (Outcome, error) {
-	hash := sha256.Sum256(raw)
-	out, err := c.consumeTx(ctx, msg, hash[:])
+	return c.consume(ctx, Item{Msg: msg, Raw: raw, Trace: tracing.Traceparent(ctx)})
+}
+
+func (c *Consumer) consume(ctx context.Context, it Item) (Outcome, error) {
+	hash := sha256.Sum256(it.Raw)
+	out, err := c.consumeTx(ctx, it, hash[:])
 	if errors.Is(err, errCommit) {
-		return c.resolveCommit(ctx, msg, hash[:], err)
+		return c.resolveCommit(ctx, it.Msg, hash[:], err)
 	}
 	return out, err
 }
 
 var errCommit = errors.New("commit failed")
 
-func (c *Consumer) consumeTx(ctx context.Context, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
+func (c *Consumer) consumeTx(ctx context.Context, it Item, hash []byte) (Outcome, error) {
 	tx, err := c.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return Outcome{Action: Retry}, fmt.Errorf("beginning order transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	out, err := c.apply(ctx, tx, msg, hash)
+	out, err := c.apply(ctx, tx, it, hash)
 	if err != nil {
 		return out, err
 	}
@@ -203,13 +209,14 @@ func (c *Consumer) afterCommit() error {
 }
 
 // created queues the writes that follow a new order: the reservation CAS,
-// the ledger, the ORDER_CREATED event and the timeout-cancel timer.
-func (c *Consumer) created(msg events.OrderCreateRequested, orderID uuid.UUID, tail *writes) (Outcome, error) {
-	event, err := outbox.InsertArgs("ORDER", msg.ReservationID, c.eventsTopic(), events.NewOrderCreated(msg, orderID))
+// the ledger, the ORDER_CREATED event and the timeout-cancel timer (the
+// events in the trace of trace, the message's consume span).
+func (c *Consumer) created(msg events.OrderCreateRequested, trace string, orderID uuid.UUID, tail *writes) (Outcome, error) {
+	event, err := outbox.InsertArgs("ORDER", msg.ReservationID, c.eventsTopic(), events.NewOrderCreated(msg, orderID), trace)
 	if err != nil {
 		return Outcome{Action: Retry}, err
 	}
-	timer, err := outbox.TimerArgs(c.cancelTopic(), orderID, events.NewCancelTimer(orderID, msg.ActivityID))
+	timer, err := outbox.TimerArgs(c.cancelTopic(), orderID, events.NewCancelTimer(orderID, msg.ActivityID), trace)
 	if err != nil {
 		return Outcome{Action: Retry}, err
 	}
@@ -236,14 +243,15 @@ func (c *Consumer) lateAndEnforced(ctx context.Context, tx pgx.Tx, msg events.Or
 	return !paused, nil
 }
 
-// reject queues the rejection, its compensation task and the outbox event.
-func (c *Consumer) reject(msg events.OrderCreateRequested, tail *writes, reason string) (Outcome, error) {
-	event, err := outbox.InsertArgs("RESERVATION", msg.ReservationID, c.eventsTopic(), events.NewCompensateRequired(msg, reason))
+// reject queues the rejection, its compensation task and the outbox event
+// (in the trace of trace).
+func (c *Consumer) reject(msg events.OrderCreateRequested, trace string, tail *writes, reason string) (Outcome, error) {
+	event, err := outbox.InsertArgs("RESERVATION", msg.ReservationID, c.eventsTopic(), events.NewCompensateRequired(msg, reason), trace)
 	if err != nil {
 		return Outcome{Action: Retry}, err
 	}
 	tail.add("marking reservation rejected", onlyOne(msg), qReservationRejected, msg.ReservationID, reason)
-	tail.add("writing compensation task", nil, qCompensationInsert, ids.NewRandom(), msg.ReservationID)
+	tail.add("writing compensation task", nil, qCompensationInsert, ids.NewRandom(), msg.ReservationID, trace)
 	tail.add("writing rejection outbox event", nil, outbox.InsertSQL, event...)
 	return Outcome{Action: Ack, Result: ResultOrderRejected, Reason: reason}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/states"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // Execer is a pool or a transaction.
@@ -23,7 +24,7 @@ type Execer interface {
 // reservation if it is missing (the same idempotency key the rejection
 // uses), and reports whether this call wrote it.
 func EnsureCompensationTask(ctx context.Context, db Execer, reservationID uuid.UUID) (bool, error) {
-	tag, err := db.Exec(ctx, qCompensationInsert, ids.NewRandom(), reservationID)
+	tag, err := db.Exec(ctx, qCompensationInsert, ids.NewRandom(), reservationID, tracing.Traceparent(ctx))
 	if err != nil {
 		return false, fmt.Errorf("writing the compensation task of %s: %w", reservationID, err)
 	}
@@ -61,7 +62,7 @@ func (c *Consumer) RejectTimedOut(ctx context.Context, msg events.OrderCreateReq
 			return nil
 		}
 		var tail writes
-		rejected, err := c.reject(msg, &tail, ReasonDeadlineExceeded)
+		rejected, err := c.reject(msg, tracing.Traceparent(ctx), &tail, ReasonDeadlineExceeded)
 		if err != nil {
 			return err
 		}

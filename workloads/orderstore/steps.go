@@ -45,6 +45,7 @@ func distinct(items []Item) bool {
 // txItem is one message's progress through the order transaction's steps.
 type txItem struct {
 	msg     events.OrderCreateRequested
+	trace   string // the consume span's W3C context (Item.Trace)
 	hash    []byte
 	fresh   bool // this transaction inserted its inbox row
 	decided bool // out is final
@@ -55,8 +56,8 @@ type txItem struct {
 
 // apply is the order transaction of one message in tx (its own
 // transaction, or its savepoint in a batch): steps with one item.
-func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateRequested, hash []byte) (Outcome, error) {
-	f := &txItem{msg: msg, hash: hash}
+func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, it Item, hash []byte) (Outcome, error) {
+	f := &txItem{msg: it.Msg, trace: it.Trace, hash: hash}
 	if err := c.steps(ctx, tx, []*txItem{f}); err != nil {
 		if errors.Is(err, errConflict) {
 			return f.out, f.err
@@ -73,7 +74,7 @@ func (c *Consumer) apply(ctx context.Context, tx pgx.Tx, msg events.OrderCreateR
 func (c *Consumer) batchFast(ctx context.Context, items []Item, hashes [][]byte) ([]Result, error) {
 	fi := make([]*txItem, len(items))
 	for i, it := range items {
-		fi[i] = &txItem{msg: it.Msg, hash: hashes[i]}
+		fi[i] = &txItem{msg: it.Msg, trace: it.Trace, hash: hashes[i]}
 	}
 	tx, err := c.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
@@ -254,14 +255,14 @@ func (c *Consumer) insertOrders(ctx context.Context, tx pgx.Tx, fi []*txItem, ta
 		}
 		if late {
 			f.decided = true
-			if f.out, err = c.reject(f.msg, tail, ReasonDeadlineExceeded); err != nil {
+			if f.out, err = c.reject(f.msg, f.trace, tail, ReasonDeadlineExceeded); err != nil {
 				return err
 			}
 			continue
 		}
 		f.orderID = ids.NewRandom()
 		m := f.msg
-		b.Queue(qOrderInsert, f.orderID, m.ActivityID, m.SKUID, m.UserID, m.RequestID, m.ReservationID, window)
+		b.Queue(qOrderInsert, f.orderID, m.ActivityID, m.SKUID, m.UserID, m.RequestID, m.ReservationID, window, f.trace)
 		want = append(want, f)
 	}
 	if len(want) == 0 {
@@ -275,7 +276,7 @@ func (c *Consumer) insertOrders(ctx context.Context, tx pgx.Tx, fi []*txItem, ta
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			f.decided, f.orderID = true, uuid.Nil
-			if f.out, err = c.reject(f.msg, tail, ReasonAlreadyPurchased); err != nil {
+			if f.out, err = c.reject(f.msg, f.trace, tail, ReasonAlreadyPurchased); err != nil {
 				return err
 			}
 		case err != nil:
@@ -335,7 +336,7 @@ func (c *Consumer) takeStockLast(ctx context.Context, tx pgx.Tx, fi []*txItem) (
 	for _, k := range keys {
 		for _, f := range bySKU[k] {
 			var err error
-			if f.out, err = c.created(f.msg, f.orderID, &w); err != nil {
+			if f.out, err = c.created(f.msg, f.trace, f.orderID, &w); err != nil {
 				return false, err
 			}
 		}
@@ -393,13 +394,13 @@ func (c *Consumer) takeStock(ctx context.Context, tx pgx.Tx, fi []*txItem, tail 
 			f.decided = true
 			var err error
 			if int64(i) < n {
-				if f.out, err = c.created(f.msg, f.orderID, tail); err != nil {
+				if f.out, err = c.created(f.msg, f.trace, f.orderID, tail); err != nil {
 					return err
 				}
 				continue
 			}
 			tail.add("withdrawing an order without stock", onlyOneOrder, qOrderWithdraw, f.orderID)
-			if f.out, err = c.reject(f.msg, tail, ReasonStockExhausted); err != nil {
+			if f.out, err = c.reject(f.msg, f.trace, tail, ReasonStockExhausted); err != nil {
 				return err
 			}
 		}

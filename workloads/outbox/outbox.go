@@ -48,6 +48,9 @@ type Event struct {
 	Attempt       int
 	// LeaseExpired: claimed from another relay's lease that ran out.
 	LeaseExpired bool
+	// Traceparent is the W3C context of the step that wrote the event
+	// ("" untraced): the parent of the relay's send (design.md#traces).
+	Traceparent string
 }
 
 // Store claims and settles outbox events for one relay (its lease owner id).
@@ -82,7 +85,7 @@ func (s *Store) Claim(ctx context.Context, limit int) ([]Event, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
 		var e Event
 		err := r.Scan(&e.EventID, &e.AggregateType, &e.AggregateID, &e.EventType, &e.SchemaVersion, &e.Topic,
-			&e.MessageKey, &e.Payload, &e.DeliverAt, &e.Attempt, &e.LeaseExpired)
+			&e.MessageKey, &e.Payload, &e.DeliverAt, &e.Attempt, &e.LeaseExpired, &e.Traceparent)
 		return e, err
 	})
 	if err != nil {

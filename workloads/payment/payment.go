@@ -17,12 +17,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/names"
 	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/sqlfile"
 	"github.com/seckill/seckill-operator/workloads/states"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 //go:embed sql/*.sql
@@ -111,21 +113,34 @@ func (s *Store) Apply(ctx context.Context, cb Callback) (string, error) {
 	return result, nil
 }
 
-func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (string, error) {
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, cb Callback) (result string, err error) {
 	var (
 		status        states.OrderStatus
 		currency      string
 		amount        int64
 		activity, sku int64
 		reservationID uuid.UUID
+		traceparent   string
 	)
-	err := tx.QueryRow(ctx, qOrderLock, cb.OrderID).Scan(&status, &amount, &currency, &activity, &sku, &reservationID)
+	err = tx.QueryRow(ctx, qOrderLock, cb.OrderID).Scan(&status, &amount, &currency, &activity, &sku, &reservationID, &traceparent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ResultUnknownOrder, fmt.Errorf("%w: %s", ErrUnknownOrder, cb.OrderID)
 	}
 	if err != nil {
 		return "", fmt.Errorf("locking order %s: %w", cb.OrderID, err)
 	}
+	// The payment span joins the order's trace (design.md#traces), linked
+	// to the callback's own; the events it writes carry it.
+	callback := trace.LinkFromContext(ctx)
+	ctx, span := tracing.Start(tracing.FromTraceparent(ctx, traceparent), tracing.SpanPayment, trace.SpanKindInternal,
+		tracing.AttrOrder.String(cb.OrderID.String()), tracing.AttrReservation.String(reservationID.String()))
+	if callback.SpanContext.IsValid() {
+		span.AddLink(callback)
+	}
+	defer func() {
+		span.SetAttributes(tracing.AttrResult.String(result))
+		tracing.End(span, err)
+	}()
 	// What the buyer owes, exactly: an order of 0 (never priced) cannot be
 	// paid, and a wrong amount or currency pays nothing.
 	if amount <= 0 || cb.AmountCents != amount || cb.Currency != currency {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/seckill/seckill-operator/workloads/cancel"
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/inbox"
@@ -13,6 +15,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/payment"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // Canceller runs the timeout-cancel timers (delayed messages due at each
@@ -58,11 +61,18 @@ func (c *Canceller) Run(ctx context.Context) error {
 }
 
 func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
+	// The cancel span is in the order's trace (the timer's relay span is
+	// its parent); the ORDER_CANCELLED event it writes carries it.
+	ctx, span := tracing.Start(tracing.FromProperties(ctx, d.Properties, ""), tracing.SpanCancel, trace.SpanKindConsumer,
+		tracing.AttrAttempt.Int(d.Attempt))
 	tm, err := events.ParseCancelTimer(d.Body)
 	var out cancel.Outcome
 	if err == nil {
+		span.SetAttributes(tracing.AttrOrder.String(tm.OrderID.String()))
 		out, err = c.Cancel.Handle(ctx, tm.OrderID)
 	}
+	span.SetAttributes(tracing.AttrResult.String(out.Result))
+	defer func() { tracing.End(span, err) }()
 	if err != nil && (errors.Is(err, cancel.ErrNoOrder) || errors.Is(err, events.ErrInvalid)) {
 		quarantine(ctx, c.MQ, c.Cancel.Pool, inbox.Quarantined{Group: c.Group, Reason: events.ReasonOf(err), Detail: err.Error()}, d, c.Log)
 		return
@@ -71,12 +81,12 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 		// The channel reports a payment that contradicts what is recorded
 		// (its transaction belongs to another order): no automatic decision.
 		// The order stays CANCEL_PENDING, the timer is kept as evidence.
-		c.Log.Error("cancel timer: the channel's payment conflicts; quarantined for review", append([]any{logs.OrderID, tm.OrderID}, logs.Err(err)...)...)
+		c.Log.ErrorContext(ctx, "cancel timer: the channel's payment conflicts; quarantined for review", append([]any{logs.OrderID, tm.OrderID}, logs.Err(err)...)...)
 		quarantine(ctx, c.MQ, c.Cancel.Pool, inbox.Quarantined{Group: c.Group, Reason: events.ReasonInconsistent, Detail: err.Error()}, d, c.Log)
 		return
 	}
 	if err != nil {
-		c.Log.Warn("cancel timer failed; redelivery", append([]any{logs.OrderID, tm.OrderID}, logs.Err(err)...)...)
+		c.Log.WarnContext(ctx, "cancel timer failed; redelivery", append([]any{logs.OrderID, tm.OrderID}, logs.Err(err)...)...)
 		retryLater(c.MQ, d, 5*time.Second, c.Log)
 		return
 	}
@@ -92,7 +102,7 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 				id = d.BrokerID
 			}
 			if _, err := c.Cancel.Rearm(ctx, id, d.Topic, tm.OrderID, out.RetryAt); err != nil {
-				c.Log.Warn("cancel timer not re-armed; redelivery", "order_id", tm.OrderID, "error", err)
+				c.Log.WarnContext(ctx, "cancel timer not re-armed; redelivery", "order_id", tm.OrderID, "error", err)
 				retryLater(c.MQ, d, 5*time.Second, c.Log)
 				return
 			}
@@ -104,10 +114,10 @@ func (c *Canceller) handle(ctx context.Context, d mq.Delivery) {
 	default:
 		if out.Result == cancel.PaidInstead {
 			// The payment and the cancel met: the channel's success wins.
-			c.Log.Warn("cancel timer met a successful payment: applied as paid", logs.Event, logs.EventPaymentCancelRace,
+			c.Log.WarnContext(ctx, "cancel timer met a successful payment: applied as paid", logs.Event, logs.EventPaymentCancelRace,
 				logs.OrderID, tm.OrderID, "result", out.Result)
 		} else {
-			c.Log.Info("cancel timer", logs.OrderID, tm.OrderID, "result", out.Result)
+			c.Log.InfoContext(ctx, "cancel timer", logs.OrderID, tm.OrderID, "result", out.Result)
 		}
 		ackDone(ctx, c.MQ, d, c.Log)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/compensation"
 	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // Compensator runs compensation tasks.
@@ -46,9 +47,10 @@ func (c *Compensator) Run(ctx context.Context) error {
 		}
 		debug := c.Log.Enabled(ctx, slog.LevelDebug) // one line per task: debug
 		for _, t := range tasks {
+			tctx := tracing.FromTraceparent(ctx, t.Traceparent) // its lines carry the reservation's trace
 			fields := []any{logs.ReservationID, t.ReservationID, logs.CompensationID, t.CompensationID, logs.AttemptCount, t.Attempt, logs.SKUID, t.Slot.SKUID}
 			if debug {
-				c.Log.Debug("compensation authorized by its task", append(fields, logs.Event, logs.EventCompensationAuthorized)...)
+				c.Log.DebugContext(tctx, "compensation authorized by its task", append(fields, logs.Event, logs.EventCompensationAuthorized)...)
 			}
 			outcome, reason, err := c.Worker.Run(ctx, t)
 			c.Metrics.Total.WithLabelValues(outcome).Inc()
@@ -56,17 +58,17 @@ func (c *Compensator) Run(ctx context.Context) error {
 			switch {
 			case reason == "ALREADY_COMPENSATED":
 				c.Metrics.AlreadyApplied.Inc()
-				c.Log.Info("compensation found already applied in Redis", append(fields, logs.Event, logs.EventCompensationAlready)...)
+				c.Log.InfoContext(tctx, "compensation found already applied in Redis", append(fields, logs.Event, logs.EventCompensationAlready)...)
 			case reason == "RESERVATION_MISSING":
 				c.Metrics.RedisMissing.Inc()
-				c.Log.Warn("compensation: the Redis reservation is missing; left for a person", append(fields, logs.Event, logs.EventCompensationRedisMissing)...)
+				c.Log.WarnContext(tctx, "compensation: the Redis reservation is missing; left for a person", append(fields, logs.Event, logs.EventCompensationRedisMissing)...)
 			case outcome == compensation.OutcomeManual:
 				c.Metrics.StateConflict.Inc()
 			case outcome == compensation.OutcomeApplied && err == nil && debug:
-				c.Log.Debug("compensation applied in Redis", append(fields, logs.Event, logs.EventCompensationRedisApplied)...)
+				c.Log.DebugContext(tctx, "compensation applied in Redis", append(fields, logs.Event, logs.EventCompensationRedisApplied)...)
 			}
 			if err != nil || (outcome != compensation.OutcomeApplied && reason != "RESERVATION_MISSING") {
-				c.Log.Warn("compensation not applied", append(fields, logs.Err(err)...)...)
+				c.Log.WarnContext(tctx, "compensation not applied", append(fields, logs.Err(err)...)...)
 			}
 		}
 	}

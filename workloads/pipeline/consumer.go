@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill-operator/workloads/control"
 	"github.com/seckill/seckill-operator/workloads/events"
@@ -16,6 +17,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/orderstore"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // OrderConsumer feeds order-create messages to the order transaction.
@@ -58,10 +60,14 @@ func (c *OrderConsumer) Run(ctx context.Context) error {
 
 // handleBatch turns a received batch into orders in one transaction
 // (orderstore.ConsumeBatch); a malformed message is quarantined first and
-// never joins the batch.
+// never joins the batch. Each message has its consume span in its
+// reservation's trace (design.md#traces), and under it the commit span of
+// the batch's transaction.
 func (c *OrderConsumer) handleBatch(ctx context.Context, ds []mq.Delivery) {
 	items := make([]orderstore.Item, 0, len(ds))
 	valid := make([]mq.Delivery, 0, len(ds))
+	spans := make([]trace.Span, 0, len(ds))
+	ctxs := make([]context.Context, 0, len(ds))
 	for _, d := range ds {
 		msg, err := events.ParseOrderCreateRequested(d.Body)
 		if err != nil {
@@ -73,17 +79,29 @@ func (c *OrderConsumer) handleBatch(ctx context.Context, ds []mq.Delivery) {
 			c.quarantine(ctx, d, nil, reason, err.Error())
 			continue
 		}
-		items = append(items, orderstore.Item{Msg: msg, Raw: d.Body})
+		mctx, span := tracing.Start(tracing.FromProperties(ctx, d.Properties, msg.Trace.Traceparent()), tracing.SpanConsume,
+			trace.SpanKindConsumer, tracing.AttrReservation.String(msg.ReservationID.String()),
+			tracing.AttrMessage.String(msg.MessageID.String()), tracing.AttrAttempt.Int(d.Attempt), tracing.AttrBatch.Int(len(ds)))
+		items = append(items, orderstore.Item{Msg: msg, Raw: d.Body, Trace: tracing.Traceparent(mctx)})
 		valid = append(valid, d)
+		spans = append(spans, span)
+		ctxs = append(ctxs, mctx)
 	}
 	if len(items) == 0 {
 		return
+	}
+	commits := make([]trace.Span, len(items))
+	for i := range items {
+		_, commits[i] = tracing.Start(ctxs[i], tracing.SpanCommit, trace.SpanKindInternal, tracing.AttrBatch.Int(len(items)))
 	}
 	t0 := time.Now()
 	res := c.Store.ConsumeBatch(ctx, items)
 	took := time.Since(t0)
 	for i, r := range res {
-		c.settle(ctx, valid[i], items[i].Msg, r.Outcome, r.Err, took)
+		commits[i].SetAttributes(tracing.AttrResult.String(r.Outcome.Result), tracing.AttrOrder.String(r.Outcome.OrderID.String()))
+		tracing.End(commits[i], r.Err)
+		c.settle(ctxs[i], valid[i], items[i].Msg, r.Outcome, r.Err, took)
+		tracing.End(spans[i], r.Err)
 	}
 }
 
@@ -91,7 +109,7 @@ func (c *OrderConsumer) handleBatch(ctx context.Context, ds []mq.Delivery) {
 func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.OrderCreateRequested, out orderstore.Outcome, err error, took time.Duration) {
 	if errors.Is(err, orderstore.ErrCommitUnknown) {
 		c.Metrics.CommitUnknown.Inc()
-		c.Log.Warn("order commit outcome unknown; verified before anything else", append(messageFields(msg, d),
+		c.Log.WarnContext(ctx, "order commit outcome unknown; verified before anything else", append(messageFields(msg, d),
 			logs.Event, logs.EventOrderCommitUnknown, "action", out.Action.String())...)
 	}
 	switch out.Action {
@@ -103,10 +121,10 @@ func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.Or
 		}
 		switch {
 		case out.Redelivered || out.Result == orderstore.ResultDuplicate:
-			c.Log.Info("duplicate delivery answered from the inbox", append(messageFields(msg, d),
+			c.Log.InfoContext(ctx, "duplicate delivery answered from the inbox", append(messageFields(msg, d),
 				logs.Event, logs.EventOrderConsumerDuplicate, "result", out.Result)...)
 		case c.Log.Enabled(ctx, slog.LevelDebug): // one line per message: debug
-			c.Log.Debug("order transaction committed", append(messageFields(msg, d),
+			c.Log.DebugContext(ctx, "order transaction committed", append(messageFields(msg, d),
 				logs.Event, logs.EventOrderTransactionCommitted, "result", out.Result, logs.OrderID, out.OrderID, "reason", out.Reason)...)
 		}
 		c.acks.ack(ctx, d)
@@ -121,10 +139,10 @@ func (c *OrderConsumer) settle(ctx context.Context, d mq.Delivery, msg events.Or
 		if c.MaxAttempts > 0 && d.Attempt >= c.MaxAttempts {
 			// The broker moves it to %DLQ%<group>; "seckill dlq-replay" brings it back.
 			c.Metrics.DeadLettered.Inc()
-			c.Log.Error("last attempt failed; the message goes to the DLQ", append(append(messageFields(msg, d),
+			c.Log.ErrorContext(ctx, "last attempt failed; the message goes to the DLQ", append(append(messageFields(msg, d),
 				"dlq", "%DLQ%"+c.Store.Group), logs.Err(err)...)...)
 		} else {
-			c.Log.Warn("order transaction not committed; redelivery", append(messageFields(msg, d), logs.Err(err)...)...)
+			c.Log.WarnContext(ctx, "order transaction not committed; redelivery", append(messageFields(msg, d), logs.Err(err)...)...)
 		}
 		retryLater(c.MQ, d, time.Second, c.Log)
 	}

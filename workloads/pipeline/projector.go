@@ -8,12 +8,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/inbox"
+	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // Projector applies order events to the Redis projection.
@@ -62,6 +65,8 @@ type projected struct {
 	id    uuid.UUID
 	ev    events.Event
 	redis *redisstore.Projection // nil: nothing to apply (payments, for systems downstream)
+	ctx   context.Context        // its project span's (design.md#traces)
+	span  trace.Span
 }
 
 // refusals is what a refused projection logs, by kind.
@@ -98,6 +103,11 @@ func slotOf(activity, sku int64, bucket int) redisstore.Slot {
 // failed comes back in a second; the scripts answer it idempotently.
 func (p *Projector) handleBatch(ctx context.Context, ds []mq.Delivery) {
 	items := make([]projected, 0, len(ds))
+	defer func() {
+		for _, it := range items {
+			it.span.End()
+		}
+	}()
 	for _, d := range ds {
 		eventID, err := uuid.Parse(d.MessageID)
 		var ev events.Event
@@ -110,7 +120,9 @@ func (p *Projector) handleBatch(ctx context.Context, ds []mq.Delivery) {
 			}
 			continue
 		}
-		items = append(items, projected{d: d, id: eventID, ev: ev, redis: projection(ev)})
+		ectx, span := tracing.Start(tracing.FromProperties(ctx, d.Properties, ""), tracing.SpanProject, trace.SpanKindConsumer,
+			tracing.AttrEvent.String(ev.Type()), tracing.AttrReservation.String(ev.Reservation().String()), tracing.AttrBatch.Int(len(ds)))
+		items = append(items, projected{d: d, id: eventID, ev: ev, redis: projection(ev), ctx: ectx, span: span})
 	}
 	var calls []redisstore.Projection
 	for _, it := range items {
@@ -128,17 +140,19 @@ func (p *Projector) handleBatch(ctx context.Context, ds []mq.Delivery) {
 			res, err := results[next], errs[next]
 			next++
 			if err != nil {
-				p.Log.Warn("projection not applied; redelivery", "reservation_id", it.ev.Reservation(), "error", err)
+				it.span.RecordError(err)
+				p.Log.WarnContext(it.ctx, "projection not applied; redelivery", append([]any{logs.ReservationID, it.ev.Reservation(), logs.EventType, it.ev.Type()}, logs.Err(err)...)...)
 				retryLater(p.MQ, it.d, time.Second, p.Log)
 				continue
 			}
 			result = res.Reason
+			it.span.SetAttributes(tracing.AttrResult.String(result))
 			// A refusal is recorded, not retried forever: a missing or
 			// conflicting projection is rebuilt from PostgreSQL by the
 			// reconcile job (design.md#auto-repair row 1); a rejection
 			// whose hash is gone (-1) is the compensator's.
 			if !res.OK() && (it.redis.Kind != redisstore.ProjectRejected || res.Code != -1) {
-				p.Log.Warn(refusals[it.redis.Kind], "reservation_id", it.ev.Reservation(), "reason", res.Reason)
+				p.Log.WarnContext(it.ctx, refusals[it.redis.Kind], logs.ReservationID, it.ev.Reservation(), logs.EventType, it.ev.Type(), "reason", res.Reason)
 			}
 		}
 		done = append(done, it)

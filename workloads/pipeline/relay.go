@@ -9,12 +9,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill-operator/workloads/logs"
 	"github.com/seckill/seckill-operator/workloads/metrics"
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/outbox"
 	"github.com/seckill/seckill-operator/workloads/states"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // Relay sends outbox events.
@@ -85,6 +87,7 @@ func (r *Relay) relay(ctx context.Context, evs []outbox.Event) {
 		byKey[e.MessageKey] = append(byKey[e.MessageKey], i)
 	}
 	errs := make([]error, len(evs))
+	ctxs := make([]context.Context, len(evs)) // each event's relay span
 	slots := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for _, k := range keys {
@@ -98,13 +101,18 @@ func (r *Relay) relay(ctx context.Context, evs []outbox.Event) {
 					continue
 				}
 				e := evs[i]
-				m := mq.Message{Topic: e.Topic, MessageID: e.EventID.String(), Key: e.MessageKey, Tag: e.EventType, Body: e.Payload}
+				var span trace.Span
+				ctxs[i], span = tracing.Start(tracing.FromTraceparent(ctx, e.Traceparent), tracing.SpanRelay, trace.SpanKindProducer,
+					tracing.AttrEvent.String(e.EventType), tracing.AttrAttempt.Int(e.Attempt))
+				m := mq.Message{Topic: e.Topic, MessageID: e.EventID.String(), Key: e.MessageKey, Tag: e.EventType, Body: e.Payload,
+					Properties: tracing.Properties(ctxs[i])}
 				if e.DeliverAt != nil {
 					m.DeliverAt = *e.DeliverAt
 				}
-				sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				sctx, cancel := context.WithTimeout(ctxs[i], 3*time.Second)
 				_, errs[i] = r.Producer.Send(sctx, m)
 				cancel()
+				tracing.End(span, errs[i])
 			}
 		}(byKey[k])
 	}
@@ -122,17 +130,20 @@ func (r *Relay) relay(ctx context.Context, evs []outbox.Event) {
 			continue
 		}
 		// Not sent, or sent without an answer: the same id again later.
-		r.Log.Warn("outbox send failed or unknown; sent again with the same id", append([]any{logs.Event, logs.EventOutboxSendUnknown,
+		if ctxs[i] == nil { // never tried: its aggregate's earlier event failed
+			ctxs[i] = tracing.FromTraceparent(ctx, e.Traceparent)
+		}
+		r.Log.WarnContext(ctxs[i], "outbox send failed or unknown; sent again with the same id", append([]any{logs.Event, logs.EventOutboxSendUnknown,
 			logs.OutboxEventID, e.EventID, logs.EventType, e.EventType, logs.AttemptCount, e.Attempt}, logs.Err(errs[i])...)...)
 		status, rerr := r.Store.MarkRetry(ctx, e.EventID, e.Attempt, errs[i])
 		if rerr != nil {
-			r.Log.Warn("retry not recorded", append([]any{logs.OutboxEventID, e.EventID}, logs.Err(rerr)...)...)
+			r.Log.WarnContext(ctxs[i], "retry not recorded", append([]any{logs.OutboxEventID, e.EventID}, logs.Err(rerr)...)...)
 			continue
 		}
 		r.Metrics.Sent.WithLabelValues(status).Inc()
 		if status == string(states.OutboxManual) {
 			r.Metrics.Manual.Inc()
-			r.Log.Error("outbox event given up after the attempt cap; manual review", append([]any{logs.OutboxEventID, e.EventID,
+			r.Log.ErrorContext(ctxs[i], "outbox event given up after the attempt cap; manual review", append([]any{logs.OutboxEventID, e.EventID,
 				logs.EventType, e.EventType, logs.AttemptCount, e.Attempt}, logs.Err(errs[i])...)...)
 		}
 	}

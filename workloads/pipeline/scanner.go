@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill-operator/workloads/events"
 	"github.com/seckill/seckill-operator/workloads/lease"
@@ -15,6 +16,7 @@ import (
 	"github.com/seckill/seckill-operator/workloads/mq"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
 	"github.com/seckill/seckill-operator/workloads/states"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // SendScanner resends reservations whose order-create message is not known
@@ -80,34 +82,47 @@ func (s *SendScanner) scan(ctx context.Context, sl redisstore.Slot) int {
 			s.Log.Error("reservation hash unreadable", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
 			continue
 		}
-		body, err := msg.Marshal()
-		if err != nil {
-			s.Log.Error("order-create message not encoded", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
-			continue
-		}
 		attempts, _ := strconv.Atoi(h["send_attempts"]) // absent before the first send: 0
-		fields := []any{logs.ReservationID, msg.ReservationID, logs.MessageID, msg.MessageID, logs.RequestID, msg.RequestID,
-			logs.TraceID, msg.Trace.TraceID, logs.SKUID, msg.SKUID, logs.UserID, msg.UserID, logs.AttemptCount, attempts + 1}
-		s.Log.Info("send claimed by the scanner: the same message id again", append(fields, logs.Event, logs.EventReservationResendClaimed)...)
-		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err = s.Producer.Send(sctx, mq.Message{Topic: s.Topic, MessageID: msg.MessageID.String(),
-			Key: msg.ReservationID.String(), Tag: events.TypeOrderCreateRequested, Body: body})
-		cancel()
-		if err != nil {
-			s.Metrics.Unknown.Inc()
-			s.Log.Warn("resend outcome unknown; rescheduled", append(append(fields, logs.Event, logs.EventReservationSendUnknown), logs.Err(err)...)...)
-			next := time.Now().Add(lease.Backoff(attempts + 1))
-			if _, rerr := s.Redis.RescheduleSend(ctx, sl, c.ReservationID, c.Lease, next, redisstore.MQUnknown, err.Error()); rerr != nil {
-				// The lease runs out and the entry is claimed again.
-				s.Log.Warn("resend not rescheduled", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(rerr)...)...)
-			}
-			continue
-		}
-		s.Metrics.Resent.Inc()
-		s.Metrics.Sends.Observe(float64(attempts + 1))
-		if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), s.ResendAfter); err != nil {
-			s.Log.Warn("sent but not acked; it will be resent with the same id", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
-		}
+		s.resend(ctx, sl, c, msg, attempts)
 	}
 	return len(claims)
+}
+
+// resend sends a claimed reservation's order-create message again, with
+// its id, under a send span in the reservation's trace.
+func (s *SendScanner) resend(ctx context.Context, sl redisstore.Slot, c redisstore.Claim, msg events.OrderCreateRequested, attempts int) {
+	ctx, span := tracing.Start(tracing.FromTraceparent(ctx, msg.Trace.Traceparent()), tracing.SpanSend, trace.SpanKindProducer,
+		tracing.AttrReservation.String(msg.ReservationID.String()), tracing.AttrMessage.String(msg.MessageID.String()),
+		tracing.AttrAttempt.Int(attempts+1))
+	var err error
+	defer func() { tracing.End(span, err) }()
+	// The body keeps the reservation's span, as the gateway sent it (the
+	// same payload under the same id); the send span is the property.
+	body, err := msg.Marshal()
+	if err != nil {
+		s.Log.ErrorContext(ctx, "order-create message not encoded", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
+		return
+	}
+	fields := []any{logs.ReservationID, msg.ReservationID, logs.MessageID, msg.MessageID, logs.RequestID, msg.RequestID,
+		logs.TraceID, msg.Trace.TraceID, logs.SKUID, msg.SKUID, logs.UserID, msg.UserID, logs.AttemptCount, attempts + 1}
+	s.Log.InfoContext(ctx, "send claimed by the scanner: the same message id again", append(fields, logs.Event, logs.EventReservationResendClaimed)...)
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = s.Producer.Send(sctx, mq.Message{Topic: s.Topic, MessageID: msg.MessageID.String(),
+		Key: msg.ReservationID.String(), Tag: events.TypeOrderCreateRequested, Body: body, Properties: tracing.Properties(ctx)})
+	cancel()
+	if err != nil {
+		s.Metrics.Unknown.Inc()
+		s.Log.WarnContext(ctx, "resend outcome unknown; rescheduled", append(append(fields, logs.Event, logs.EventReservationSendUnknown), logs.Err(err)...)...)
+		next := time.Now().Add(lease.Backoff(attempts + 1))
+		if _, rerr := s.Redis.RescheduleSend(ctx, sl, c.ReservationID, c.Lease, next, redisstore.MQUnknown, err.Error()); rerr != nil {
+			// The lease runs out and the entry is claimed again.
+			s.Log.WarnContext(ctx, "resend not rescheduled", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(rerr)...)...)
+		}
+		return
+	}
+	s.Metrics.Resent.Inc()
+	s.Metrics.Sends.Observe(float64(attempts + 1))
+	if _, err := s.Redis.AckSend(ctx, sl, c.ReservationID, c.Lease, time.Now(), s.ResendAfter); err != nil {
+		s.Log.WarnContext(ctx, "sent but not acked; it will be resent with the same id", append([]any{logs.ReservationID, c.ReservationID}, logs.Err(err)...)...)
+	}
 }

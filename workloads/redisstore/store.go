@@ -77,7 +77,10 @@ type ReserveRequest struct {
 	RequestTTL    time.Duration
 	SchemaVersion int
 	KeyVersion    byte
-	TraceID       string
+	// TraceID and SpanID are the reserve span's (design.md#traces), kept
+	// with the reservation for the scanner's resend; "" when not traced.
+	TraceID string
+	SpanID  string
 	// UserLimit is how many requests the user may send per UserWindow,
 	// counted in Redis across every gateway (0: no limit).
 	UserLimit  int
@@ -118,7 +121,7 @@ func reserveArgs(r ReserveRequest) (keys []string, args []any) {
 	args = []any{r.ReservationID.String(), r.MessageID.String(), r.RequestID.String(),
 		sl.ActivityID, sl.SKUID, r.UserID, sl.Bucket,
 		ms(r.Now), ms(r.BusinessDeadline), ms(r.SendDue), r.RequestTTL.Milliseconds(),
-		r.SchemaVersion, int(r.KeyVersion), r.TraceID, max(0, r.UserLimit), max(1, r.UserWindow.Milliseconds())}
+		r.SchemaVersion, int(r.KeyVersion), r.TraceID, max(0, r.UserLimit), max(1, r.UserWindow.Milliseconds()), r.SpanID}
 	return keys, args
 }
 

@@ -93,6 +93,11 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	ring, _ := c.Keyring()
 	log := c.Logger("gateway")
+	flushTraces, err := c.Tracing(ctx, "gateway")
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
 	var closers []func() error
 	defer closeAll(&closers)
 	pool, err := openPG(ctx, &c, &closers)

@@ -48,6 +48,11 @@ func runPayments(ctx context.Context, args []string) error {
 		return usageError{errors.Join(errs...)}
 	}
 	log := c.Logger("payments")
+	flushTraces, err := c.Tracing(ctx, "payments")
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
 	var closers []func() error
 	defer closeAll(&closers)
 	pool, err := openPG(ctx, &c, &closers)

@@ -71,13 +71,17 @@ func worker(ctx context.Context, name string, args []string) error {
 		return usageError{fmt.Errorf("-lease must be positive, -invisible at least 1s, -max-attempts at least 1, -resend-after 0 or at least 5s")}
 	}
 	log := c.Logger(name).With("owner", *owner)
+	flushTraces, err := c.Tracing(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
 
 	var closers []func() error
 	defer closeAll(&closers)
 	all := metrics.Registry()
 	ob := &observe{reg: metrics.ForActivity(all, c.ActivityID), health: &metrics.Health{Stale: 2 * time.Minute}}
 	var w runner
-	var err error
 	switch name {
 	case "consumer":
 		w, err = buildConsumer(ctx, &c, &closers, ob, *group, *createTopic, *eventsTopic, *cancelTopic, *invisible, *maxAttempts, log)

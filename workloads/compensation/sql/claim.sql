@@ -25,4 +25,5 @@ SET status = 'CLAIMED', lease_owner = $2, lease_until = coalesce($4::timestamptz
     attempt_count = attempt_count + 1, updated_at = coalesce($4::timestamptz, clock_timestamp())
 FROM candidates AS c, inventory_reservation AS r
 WHERE t.task_id = c.task_id AND r.reservation_id = t.reservation_id
-RETURNING t.task_id, t.reservation_id, t.idempotency_key, t.attempt_count, r.activity_id, r.sku_id, r.bucket;
+RETURNING t.task_id, t.reservation_id, t.idempotency_key, t.attempt_count, r.activity_id, r.sku_id, r.bucket,
+          coalesce(t.traceparent, '');

@@ -12,4 +12,5 @@ WHERE t.task_id = $1 AND r.reservation_id = t.reservation_id
   AND (t.status IN ('PENDING', 'RETRY')
        OR (t.status = 'CLAIMED' AND t.lease_until < coalesce($5::timestamptz, clock_timestamp()))
        OR (t.status = 'MANUAL' AND $4))
-RETURNING t.task_id, t.reservation_id, t.idempotency_key, t.attempt_count, r.activity_id, r.sku_id, r.bucket;
+RETURNING t.task_id, t.reservation_id, t.idempotency_key, t.attempt_count, r.activity_id, r.sku_id, r.bucket,
+          coalesce(t.traceparent, '');

@@ -25,4 +25,4 @@ SET status        = 'SENDING',
 FROM candidates AS c
 WHERE o.event_id = c.event_id
 RETURNING o.event_id, o.aggregate_type, o.aggregate_id, o.event_type, o.schema_version, o.topic,
-          o.message_key, o.payload, o.deliver_at, o.attempt_count, c.lease_expired;
+          o.message_key, o.payload, o.deliver_at, o.attempt_count, c.lease_expired, coalesce(o.traceparent, '');

@@ -18,6 +18,7 @@
 -- ARGV[12] schema_version    ARGV[13] key_version     ARGV[14] trace_id
 -- ARGV[15] user_limit        (requests per window and user, every gateway replica together; 0: none)
 -- ARGV[16] user_window_ms
+-- ARGV[17] span_id           (with trace_id, the reserve span: the scanner's resend joins its trace)
 --
 -- Returns {code, reason, reservation_id, status}
 --   1  RESERVED                 stock -1, open_reserved +1, reservation + send_due + mappings written
@@ -93,6 +94,7 @@ redis.call('HSET', KEYS[6],
     'schema_version', ARGV[12],
     'key_version', ARGV[13],
     'trace_id', ARGV[14],
+    'span_id', ARGV[17] or '',
     'reserved_at_ms', ARGV[8],
     'business_deadline_ms', ARGV[9],
     'send_attempts', 0,

@@ -114,8 +114,21 @@ func run(c config) error {
 	}
 	fmt.Printf("\nmake chaos: %d scenarios in %s (logs in %s)\n\n", len(rows), time.Since(started).Round(time.Second), dir)
 	fmt.Print(table(rows))
+	ran := make([]string, len(rows))
+	for i, r := range rows {
+		ran[i] = r.name
+	}
+	counts, where, err := eventsSeen(dir, ran)
+	if err != nil {
+		return err
+	}
+	report, missing := eventReport(counts, where)
+	fmt.Print("\n" + report)
 	if failed > 0 {
 		return fmt.Errorf("%d of %d scenarios failed", failed, len(rows))
+	}
+	if c.only == nil && len(missing) > 0 {
+		return fmt.Errorf("a full run logged no %s", strings.Join(missing, ", "))
 	}
 	return nil
 }

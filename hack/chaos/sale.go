@@ -117,6 +117,9 @@ func openSale(ctx context.Context, c config, bin, dir string, sc scenario, pgSto
 	s := &sale{activity: time.Now().UnixMilli() % 1_000_000_000_000, pgStock: pgStock, procs: map[string][]*proc{}}
 	tokenKey, payKey := salekit.RandomHex(32), salekit.RandomHex(32)
 	common := salekit.SaleEnv(s.activity, fmt.Sprintf("%d:%d", sku, buckets), tokenKey, gatewayAddr)
+	// Debug: the once-per-message events of §12.1 too, which the run's
+	// event report looks for (eventsSeen).
+	common = append(common, "SECKILL_LOG_LEVEL=debug")
 	if viaSentinel {
 		common = append(common, salekit.SentinelEnv()...)
 	}

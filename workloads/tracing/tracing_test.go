@@ -22,7 +22,7 @@ func TestCompose(t *testing.T) {
 		{tid, sid, tp},
 		{"", "", ""},
 		{tid, "", ""},
-		{"t", sid, ""},                                 // not an id
+		{"t", sid, ""}, // not an id
 		{"00000000000000000000000000000000", sid, ""}, // all zero: invalid
 		{tid, "0000000000000000", ""},
 		{"4BF92F3577B34DA6A3CE929D0E0E4736", sid, ""}, // W3C ids are lowercase

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/seckill/seckill-operator/workloads/ids"
 	"github.com/seckill/seckill-operator/workloads/redisstore"
+	"github.com/seckill/seckill-operator/workloads/tracing"
 )
 
 // soldOut answers every reservation SOLD_OUT: the handler's own cost, without Redis.
@@ -25,7 +27,22 @@ func (soldOut) Reserve(context.Context, redisstore.ReserveRequest) (redisstore.R
 
 // BenchmarkReserveHandlerSoldOut is the CPU one sold-out answer costs the
 // gateway apart from Redis and the connection: token, body, ids, answer.
-func BenchmarkReserveHandlerSoldOut(b *testing.B) {
+// Traces are off, as by default.
+func BenchmarkReserveHandlerSoldOut(b *testing.B) { benchSoldOut(b) }
+
+// BenchmarkReserveHandlerSoldOutTraced is the same with every request's
+// reserve span recorded (and dropped by the exporter): what turning
+// traces on costs the gateway per request.
+func BenchmarkReserveHandlerSoldOutTraced(b *testing.B) {
+	shutdown, err := tracing.Setup(context.Background(), tracing.Options{Exporter: tracetest.NewNoopExporter(), Service: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = shutdown(context.Background()) }()
+	benchSoldOut(b)
+}
+
+func benchSoldOut(b *testing.B) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	ring, err := ids.NewKeyring(1, map[byte][]byte{1: key})
 	if err != nil {

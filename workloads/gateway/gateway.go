@@ -490,7 +490,9 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, span := tracing.Start(ctx, tracing.SpanReserve, trace.SpanKindServer)
 	a := s.doReserve(ctx, r)
-	span.SetAttributes(tracing.AttrResult.String(a.Code))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrResult.String(a.Code))
+	}
 	span.End()
 	if c, ok := s.m.byCode[a.Code]; ok {
 		c.Inc()

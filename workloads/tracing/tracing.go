@@ -66,6 +66,12 @@ const instrumentation = "github.com/seckill/seckill-operator/workloads"
 // installs one, and again after its shutdown.
 var tracer atomic.Pointer[trace.Tracer]
 
+// exporting is whether Setup installed an exporter: without one, Start
+// starts nothing and hands back ctx's span (a caller's remote one, or the
+// no-op) — no allocation on the hot path, the caller's context carried all
+// the same.
+var exporting atomic.Bool
+
 func init() {
 	t := otel.Tracer(instrumentation)
 	tracer.Store(&t)
@@ -116,8 +122,10 @@ func Setup(ctx context.Context, o Options) (func(context.Context) error, error) 
 	tp := sdktrace.NewTracerProvider(opt, sdktrace.WithResource(resource.NewSchemaless(attrs...)))
 	t := tp.Tracer(instrumentation)
 	before := tracer.Swap(&t)
+	wasExporting := exporting.Swap(true)
 	return func(ctx context.Context) error {
 		tracer.Store(before)
+		exporting.Store(wasExporting)
 		return tp.Shutdown(ctx)
 	}, nil
 }
@@ -125,6 +133,9 @@ func Setup(ctx context.Context, o Options) (func(context.Context) error, error) 
 // Start starts a span named name under ctx's span (or a remote parent put
 // there by FromTraceparent).
 func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !exporting.Load() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	return (*tracer.Load()).Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
 

@@ -72,7 +72,16 @@ func TestRetentionDeletesOnlyWhatIsDone(t *testing.T) {
 	inboxGone := []uuid.UUID{inbox(mine, "ORDER_CREATED", old), inbox(mine, "DUPLICATE", old)}
 	inboxKept := []uuid.UUID{inbox(mine, "PROCESSING", old), inbox(mine, "ORDER_CREATED", recent), inbox(theirs, "ORDER_CREATED", old)}
 
+	// While the activity is younger than the retention nothing of it can
+	// be that old: the purge does not look (the rows above are older than
+	// the activity, as no real row is).
 	p, err := job.Purge(ctx, activity, reconcile.Retention{Outbox: 7 * 24 * time.Hour, Inbox: 7 * 24 * time.Hour, Batch: 1}, now)
+	require.NoError(t, err)
+	require.Equal(t, reconcile.Purged{}, p)
+	_, err = pool.Exec(ctx, `UPDATE sku_inventory SET created_at = $2 WHERE activity_id = $1`, activity, now.Add(-9*24*time.Hour))
+	require.NoError(t, err)
+
+	p, err = job.Purge(ctx, activity, reconcile.Retention{Outbox: 7 * 24 * time.Hour, Inbox: 7 * 24 * time.Hour, Batch: 1}, now)
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Purged{Outbox: 2, Inbox: 2}, p)
 	count := func(q string, idList []uuid.UUID) int {
@@ -91,6 +100,10 @@ func TestRetentionDeletesOnlyWhatIsDone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Purged{}, p)
 	p, err = job.Purge(ctx, activity, reconcile.Retention{}, now.Add(365*24*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, reconcile.Purged{}, p)
+	// An activity never provisioned has nothing to purge.
+	p, err = job.Purge(ctx, other+1_000_000, reconcile.Retention{Outbox: time.Hour, Inbox: reconcile.MinInboxRetention}, now)
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Purged{}, p)
 }

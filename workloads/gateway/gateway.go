@@ -748,24 +748,33 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Redis projection first: a user's reservation of a SKU lives in the
-	// bucket the user is hashed to, so one read per SKU.
+	// bucket the user is hashed to, so one read per SKU. A decided
+	// reservation is answered from it; one it still holds open is asked of
+	// PostgreSQL too, which may have decided it while the projection lags
+	// (never QUEUED for an order PostgreSQL holds).
+	var open *answer
 	for sku, b := range s.cfg.SKUs {
 		sl := redisstore.Slot{ActivityID: s.cfg.ActivityID, SKUID: sku, Bucket: redisstore.BucketFor(user, b)}
 		h, err := s.redis.Reservation(r.Context(), sl, id)
 		if err != nil || h == nil || h["user_id"] != strconv.FormatInt(user, 10) {
 			continue
 		}
-		s.write(w, answer{Code: StatusCode(string(h.Status())), ReservationID: id.String(), Status: string(h.Status()), OrderID: h["order_id"], Reason: h["reason_code"]})
-		return
+		a := answer{Code: StatusCode(string(h.Status())), ReservationID: id.String(), Status: string(h.Status()), OrderID: h["order_id"], Reason: h["reason_code"]}
+		if h.Status() != states.HashReserved || s.pg == nil {
+			s.write(w, a)
+			return
+		}
+		open = &a
+		break
 	}
-	// PostgreSQL, the authority, when Redis does not have it.
+	// PostgreSQL, the authority, when Redis does not have it or holds it open.
 	if s.pg != nil {
 		var st string
 		var owner int64
 		var orderID *uuid.UUID
 		var reason *string
 		err := s.pg.QueryRow(r.Context(), qReservationStatus, id).Scan(&st, &owner, &orderID, &reason)
-		if err == nil && owner == user {
+		if err == nil && owner == user && (open == nil || st != string(states.ReservationReserved)) {
 			a := answer{Code: StatusCode(st), ReservationID: id.String(), Status: st}
 			if orderID != nil {
 				a.OrderID = orderID.String()
@@ -776,10 +785,14 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 			s.write(w, a)
 			return
 		}
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) && open == nil {
 			s.write(w, answer{Code: CodeServiceUnavailable, Message: "status unavailable, retry"})
 			return
 		}
+	}
+	if open != nil { // not yet decided in PostgreSQL (or it did not answer): still queued
+		s.write(w, *open)
+		return
 	}
 	s.write(w, answer{Code: CodeNotFound, Message: "no such reservation"})
 }

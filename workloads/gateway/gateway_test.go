@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -44,6 +45,7 @@ type fixture struct {
 	slot     redisstore.Slot
 	// logged is the gateway's log: JSON lines at debug (package logs).
 	logged *logstest.Capture
+	pool   *pgxpool.Pool
 }
 
 // events counts the §12.1 events logged; each event line names its reservation.
@@ -88,11 +90,12 @@ func newFixture(t *testing.T, stock int64, sender gateway.Sender, tune ...func(*
 		f(&cfg)
 	}
 	logged := &logstest.Capture{}
-	g := gateway.New(cfg, rs, testenv.Database(t), sender, ring, logs.New(logged, "gateway", logs.Options{Level: slog.LevelDebug, ActivityID: activity}))
+	pool := testenv.Database(t)
+	g := gateway.New(cfg, rs, pool, sender, ring, logs.New(logged, "gateway", logs.Options{Level: slog.LevelDebug, ActivityID: activity}))
 	t.Cleanup(g.Close) // after the server's (cleanups run last first): its send workers and batchers end
 	srv := httptest.NewServer(conforming(t, g.Handler()))
 	t.Cleanup(srv.Close)
-	return &fixture{g: g, srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot, logged: logged}
+	return &fixture{g: g, srv: srv, rdb: rdb, rs: rs, activity: activity, slot: slot, logged: logged, pool: pool}
 }
 
 type reply struct {
@@ -365,6 +368,50 @@ func TestStatusOfABucketedSKU(t *testing.T) {
 			}
 		}
 	}
+}
+
+// GET of a reservation Redis still holds open asks PostgreSQL, which may
+// have decided it while the projection lags: never QUEUED for an order
+// PostgreSQL holds (issue 31, goal 7); not yet decided there, still QUEUED.
+func TestStatusIsPostgreSQLsWhileTheProjectionLags(t *testing.T) {
+	f := newFixture(t, 10, nil)
+	get := func(user int64, rid string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/reservations/"+rid, nil)
+		req.Header.Set("Authorization", bearer(user))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var got map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+		return resp.StatusCode, got
+	}
+	const user = 501
+	r := f.post(t, f.path(), bearer(user), body(ids.NewRandom()))
+	require.Equal(t, gateway.CodeQueued, r.Code)
+	code, got := get(user, r.RID)
+	require.Equal(t, http.StatusAccepted, code, "no row in PostgreSQL yet: queued")
+	require.Equal(t, "RESERVED", got["status"])
+
+	_, err := f.pool.Exec(context.Background(), `INSERT INTO inventory_reservation (reservation_id, request_id, activity_id, sku_id, user_id,
+		message_id, status, reserved_at, business_deadline) VALUES ($1, $2, $3, 7, $4, $5, 'RESERVED', now(), now() + interval '5 minutes')`,
+		r.RID, ids.NewRandom(), f.activity, user, ids.NewRandom())
+	require.NoError(t, err)
+	code, got = get(user, r.RID)
+	require.Equal(t, http.StatusAccepted, code, "recorded, not decided: still queued")
+	require.Equal(t, "RESERVED", got["status"])
+
+	order := ids.NewRandom()
+	_, err = f.pool.Exec(context.Background(), `UPDATE inventory_reservation SET status = 'ORDER_CREATED', order_id = $2 WHERE reservation_id = $1`, r.RID, order)
+	require.NoError(t, err)
+	h, err := f.rs.Reservation(context.Background(), f.slot, uuid.MustParse(r.RID))
+	require.NoError(t, err)
+	require.Equal(t, "RESERVED", string(h.Status()), "Redis has not been told")
+	code, got = get(user, r.RID)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ORDER_CREATED", got["status"])
+	require.Equal(t, order.String(), got["order_id"])
+	code, _ = get(user+1, r.RID)
+	require.Equal(t, http.StatusNotFound, code, "nobody else's")
 }
 
 // Issue 12: buyers who all hash to one bucket still buy every unit of the

@@ -18,11 +18,14 @@ import (
 // byFault are the events of §12.1 that only some faults produce, and not on
 // every run: a Redis reservation lost before its compensation, the
 // reconcile job finding (and giving a person) something, a payment meeting
-// its timeout cancel. The others happen in every full run of the matrix
-// (the once-per-message ones at debug, which the chaos workloads log).
+// its timeout cancel, a relay's send failing (only when the broker stops
+// while the relay holds events to send: 579, 73 and 0 in three full runs).
+// The others happen in every full run of the matrix (the once-per-message
+// ones at debug, which the chaos workloads log).
 var byFault = map[string]bool{
 	logs.EventCompensationRedisMissing: true, logs.EventReconcileAnomaly: true,
 	logs.EventReconcileRepairCreated: true, logs.EventPaymentCancelRace: true,
+	logs.EventOutboxSendUnknown: true,
 }
 
 // eventsSeen parses the JSON lines of the run's scenario logs (lines that

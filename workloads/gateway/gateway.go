@@ -485,8 +485,8 @@ func (s *Server) user(r *http.Request) (int64, error) {
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	ctx := r.Context()
-	if TraceID(r.Header.Get(TraceParentHeader)) != "" { // only a valid caller's context is joined
-		ctx = tracing.FromTraceparent(ctx, r.Header.Get(TraceParentHeader))
+	if tp := r.Header.Get(TraceParentHeader); TraceID(tp) != "" { // only a valid caller's context is joined
+		ctx = tracing.FromTraceparent(ctx, tp)
 	}
 	ctx, span := tracing.Start(ctx, tracing.SpanReserve, trace.SpanKindServer)
 	a := s.doReserve(ctx, r)
@@ -674,8 +674,10 @@ func (s *Server) failpoint(name string) error {
 // UNKNOWN and left to the scanner — the user is QUEUED either way.
 func (s *Server) send(ctx context.Context, o outgoing) {
 	rr := o.rr
-	ctx, span := tracing.Start(tracing.FromTraceparent(ctx, tracing.Compose(rr.TraceID, rr.SpanID)), tracing.SpanSend,
-		trace.SpanKindProducer, tracing.AttrReservation.String(rr.ReservationID.String()), tracing.AttrMessage.String(rr.MessageID.String()))
+	ctx, span := tracing.Start(tracing.FromTraceparent(ctx, tracing.Compose(rr.TraceID, rr.SpanID)), tracing.SpanSend, trace.SpanKindProducer)
+	if span.IsRecording() { // the ids' strings only for a span that keeps them
+		span.SetAttributes(tracing.AttrReservation.String(rr.ReservationID.String()), tracing.AttrMessage.String(rr.MessageID.String()))
+	}
 	var err error
 	defer func() { tracing.End(span, err) }()
 	msg := events.NewOrderCreateRequested(rr.ReservationID, rr.MessageID, rr.RequestID, rr.Slot.ActivityID, rr.Slot.SKUID,

@@ -184,7 +184,8 @@ func (h traced) Handle(ctx context.Context, r slog.Record) error {
 	named, empty := false, false
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == TraceID {
-			named, empty = a.Value.String() != "", a.Value.String() == ""
+			v := a.Value.String()
+			named, empty = v != "", v == ""
 		}
 		return !named
 	})

@@ -79,9 +79,11 @@ func (c *OrderConsumer) handleBatch(ctx context.Context, ds []mq.Delivery) {
 			c.quarantine(ctx, d, nil, reason, err.Error())
 			continue
 		}
-		mctx, span := tracing.Start(tracing.FromProperties(ctx, d.Properties, msg.Trace.Traceparent()), tracing.SpanConsume,
-			trace.SpanKindConsumer, tracing.AttrReservation.String(msg.ReservationID.String()),
-			tracing.AttrMessage.String(msg.MessageID.String()), tracing.AttrAttempt.Int(d.Attempt), tracing.AttrBatch.Int(len(ds)))
+		mctx, span := tracing.Start(tracing.FromProperties(ctx, d.Properties, msg.Trace.Traceparent()), tracing.SpanConsume, trace.SpanKindConsumer)
+		if span.IsRecording() { // the ids' strings only for a span that keeps them
+			span.SetAttributes(tracing.AttrReservation.String(msg.ReservationID.String()), tracing.AttrMessage.String(msg.MessageID.String()),
+				tracing.AttrAttempt.Int(d.Attempt), tracing.AttrBatch.Int(len(ds)))
+		}
 		items = append(items, orderstore.Item{Msg: msg, Raw: d.Body, Trace: tracing.Traceparent(mctx)})
 		valid = append(valid, d)
 		spans = append(spans, span)
@@ -92,13 +94,16 @@ func (c *OrderConsumer) handleBatch(ctx context.Context, ds []mq.Delivery) {
 	}
 	commits := make([]trace.Span, len(items))
 	for i := range items {
-		_, commits[i] = tracing.Start(ctxs[i], tracing.SpanCommit, trace.SpanKindInternal, tracing.AttrBatch.Int(len(items)))
+		_, commits[i] = tracing.Start(ctxs[i], tracing.SpanCommit, trace.SpanKindInternal)
 	}
 	t0 := time.Now()
 	res := c.Store.ConsumeBatch(ctx, items)
 	took := time.Since(t0)
 	for i, r := range res {
-		commits[i].SetAttributes(tracing.AttrResult.String(r.Outcome.Result), tracing.AttrOrder.String(r.Outcome.OrderID.String()))
+		if commits[i].IsRecording() {
+			commits[i].SetAttributes(tracing.AttrBatch.Int(len(items)), tracing.AttrResult.String(r.Outcome.Result),
+				tracing.AttrOrder.String(r.Outcome.OrderID.String()))
+		}
 		tracing.End(commits[i], r.Err)
 		c.settle(ctxs[i], valid[i], items[i].Msg, r.Outcome, r.Err, took)
 		tracing.End(spans[i], r.Err)
